@@ -1,0 +1,32 @@
+//! Collecting every error of an expansion, each at its own span.
+
+use proc_macro2::TokenStream;
+
+/// Accumulates errors so that all problems are reported at once.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub(crate) fn at(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
+        self.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    /// `Err` with every error so far, if any.
+    pub(crate) fn finish(self) -> syn::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
+}
+
+/// The item as written plus the errors: re-emitting the item keeps one
+/// mistake from cascading into "cannot find function" errors elsewhere.
+pub(crate) fn with_item(item: TokenStream, error: &syn::Error) -> TokenStream {
+    let errors = error.to_compile_error();
+    quote::quote!(#item #errors)
+}

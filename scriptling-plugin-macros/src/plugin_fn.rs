@@ -1,0 +1,167 @@
+//! `#[plugin_fn]`: a descriptor type beside the function, implementing
+//! `PluginFunction` with a call to the runtime's `Function` builder.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::Parser;
+use syn::spanned::Spanned;
+use syn::{FnArg, Item, ItemFn, LitStr, ReturnType};
+
+use crate::attrs;
+use crate::docs;
+use crate::errors::{self, Errors};
+use crate::params::{self, Param};
+
+pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let parsed = match syn::parse2::<Item>(item.clone()) {
+        Ok(Item::Fn(f)) => f,
+        Ok(other) => {
+            let err = syn::Error::new(
+                item_span(&other),
+                "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
+            );
+            return errors::with_item(item, &err);
+        }
+        Err(e) => return errors::with_item(item, &e),
+    };
+    let mut func = parsed;
+    let mut errors = Errors::default();
+    let options = parse_options(attr, &mut errors);
+    let params = check_signature(&mut func, &mut errors);
+    match errors.finish() {
+        Ok(()) => generate(&func, &params, &options),
+        // The function without our `#[arg]` attributes, so it still compiles.
+        Err(e) => errors::with_item(quote!(#func), &e),
+    }
+}
+
+fn item_span(item: &Item) -> Span {
+    match item {
+        Item::Struct(s) => s.struct_token.span,
+        Item::Enum(e) => e.enum_token.span,
+        Item::Impl(i) => i.impl_token.span,
+        Item::Mod(m) => m.mod_token.span,
+        other => other.span(),
+    }
+}
+
+#[derive(Default)]
+struct Options {
+    name: Option<LitStr>,
+}
+
+fn parse_options(attr: TokenStream, errors: &mut Errors) -> Options {
+    let mut options = Options::default();
+    match attrs::parse_opts.parse2(attr) {
+        Ok(opts) => {
+            for opt in opts {
+                if opt.key == "name" {
+                    match attrs::string_value(&opt) {
+                        Ok(s) if options.name.is_some() => errors.at(s, "`name` is given twice"),
+                        Ok(s) => options.name = Some(s),
+                        Err(e) => errors.push(e),
+                    }
+                } else {
+                    errors.push(attrs::unknown(&opt.key, "#[plugin_fn]", &["name"]));
+                }
+            }
+        }
+        Err(e) => errors.push(e),
+    }
+    options
+}
+
+fn check_signature(func: &mut ItemFn, errors: &mut Errors) -> Vec<Param> {
+    let sig = &mut func.sig;
+    if !sig.generics.params.is_empty() {
+        errors.at(
+            &sig.generics,
+            "#[plugin_fn] functions cannot be generic: Scriptling calls one concrete function; \
+             export a wrapper with concrete types",
+        );
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        errors.at(w, "#[plugin_fn] functions cannot have a where clause");
+    }
+    if let Some(u) = &sig.unsafety {
+        errors.at(u, "#[plugin_fn] functions cannot be unsafe");
+    }
+    if let Some(v) = &sig.variadic {
+        errors.at(v, "#[plugin_fn] functions cannot be variadic");
+    }
+    for input in &sig.inputs {
+        if let FnArg::Receiver(r) = input {
+            errors.at(r, "#[plugin_fn] goes on free functions; put methods in a #[plugin_class] impl block");
+        }
+    }
+    params::analyze(&mut sig.inputs, errors)
+}
+
+fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
+    let ident = &func.sig.ident;
+    let vis = &func.vis;
+    let name = options.name.as_ref().map_or_else(|| params::unraw(ident), LitStr::value);
+    let doc = docs::doc_text(&func.attrs);
+    let krate = quote!(::scriptling_plugin);
+    let args = format_ident!("__scriptling_args");
+
+    let bindings: Vec<_> = (0..params.len()).map(|i| format_ident!("__scriptling_arg{}", i)).collect();
+    let takes = params.iter().zip(&bindings).enumerate().map(|(i, (p, binding))| {
+        let ty = &p.ty;
+        let take = match &p.default {
+            None => quote_spanned!(ty.span()=> #args.take::<#ty>(#i)?),
+            Some(default) => quote_spanned!(ty.span()=>
+                #args.take_or_else::<#ty>(#i, || ::core::convert::Into::into(#default))?
+            ),
+        };
+        quote!(let #binding: #ty = #take;)
+    });
+    let declare = params.iter().map(|p| {
+        let pname = &p.name;
+        match &p.default {
+            None => quote!(.param(#pname)),
+            Some(default) => {
+                let shown = params::shown_default(default);
+                quote!(.optional_param(#pname, #shown))
+            }
+        }
+    });
+    let ret_span = match &func.sig.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => ident.span(),
+    };
+    let call = quote!(#ident(#(#bindings),*));
+    let body = if func.sig.asyncness.is_some() {
+        let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call.await));
+        quote_spanned!(ident.span()=>
+            #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
+                #(#takes)*
+                ::core::result::Result::Ok(async move { #finish })
+            })
+        )
+    } else {
+        let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call));
+        quote_spanned!(ident.span()=>
+            #krate::Function::sync(#name, |#args: &mut #krate::Args| {
+                #(#takes)*
+                #finish
+            })
+        )
+    };
+    let description = (!doc.is_empty()).then(|| quote!(.description(#doc)));
+    quote! {
+        #func
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis enum #ident {}
+
+        impl #krate::PluginFunction for #ident {
+            fn function() -> #krate::Function {
+                #body
+                #(#declare)*
+                #description
+            }
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! [`Connection`]: one host session, transport-independent. It turns parsed
+//! frames into jobs, runs them concurrently and writes their responses.
+//!
+//! Sync handlers run on tokio's blocking pool and async handlers as tasks, so
+//! a slow call never delays another and the reader never waits on a handler.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+
+use crate::error::{ErrorCode, RpcError};
+use crate::function::{Args, BoxFuture, CallOutcome, Function, Handler, Signature};
+use crate::inflight::{InFlight, InFlightGuard};
+use crate::outgoing::Outgoing;
+use crate::panic::{self, CatchUnwind};
+use crate::plugin::Core;
+use crate::rpc::{self, Frame, Id, Message, Request};
+use crate::value::Value;
+use crate::writer::FrameWriter;
+
+/// The serialised result JSON of a request, or its error.
+pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
+
+/// What the serving loop is told by the reader.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// `plugin.shutdown` was received and answered.
+    Shutdown,
+    /// The input ended.
+    Eof,
+}
+
+/// How a request's outcome is produced.
+pub(crate) enum Work {
+    Ready(Outcome),
+    Blocking(Box<dyn FnOnce() -> Outcome + Send>),
+    Async(BoxFuture<Outcome>),
+    Shutdown,
+}
+
+/// A request ready to run.
+pub(crate) struct Job {
+    id: Option<Id>,
+    work: Work,
+    _inflight: InFlightGuard,
+}
+
+pub(crate) struct Connection {
+    pub(crate) core: Arc<Core>,
+    pub(crate) writer: FrameWriter,
+    pub(crate) outgoing: Arc<Outgoing>,
+    pub(crate) inflight: Arc<InFlight>,
+    shutting_down: AtomicBool,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+#[derive(Deserialize)]
+struct CallParams {
+    name: String,
+    #[serde(default)]
+    args: Option<Vec<Value>>,
+    #[serde(default)]
+    kwargs: Option<BTreeMap<String, Value>>,
+}
+
+impl Connection {
+    pub(crate) fn new(core: Arc<Core>, writer: FrameWriter, control: mpsc::UnboundedSender<Control>) -> Self {
+        Self {
+            core,
+            writer,
+            outgoing: Outgoing::new(),
+            inflight: Arc::new(InFlight::default()),
+            shutting_down: AtomicBool::new(false),
+            control,
+        }
+    }
+
+    /// Stops accepting new requests (responses to the plugin's own requests
+    /// are still routed).
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    /// Handles one incoming line: routes responses, launches requests, and
+    /// answers malformed input. Never blocks on a handler.
+    pub(crate) fn handle_line(self: &Arc<Self>, line: &[u8], rt: &Handle) {
+        match rpc::parse_frame(line) {
+            Frame::Single(Message::Request(req)) => {
+                let job = self.prepare(req);
+                self.launch(job, rt);
+            }
+            Frame::Single(Message::Response(resp)) => self.route(resp),
+            Frame::Single(Message::Invalid(id, err)) => {
+                let mut frame = Vec::new();
+                rpc::write_error(&mut frame, id, &err);
+                self.writer.write_frame(frame);
+            }
+            Frame::Batch(messages) => {
+                let mut jobs = Vec::with_capacity(messages.len());
+                for message in messages {
+                    match message {
+                        Message::Request(req) => jobs.push(self.prepare(req)),
+                        Message::Response(resp) => self.route(resp),
+                        Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
+                    }
+                }
+                if !jobs.is_empty() {
+                    let this = Arc::clone(self);
+                    rt.spawn(async move { this.run_batch(jobs).await });
+                }
+            }
+        }
+    }
+
+    /// Reports the end of input to the serving loop.
+    pub(crate) fn input_closed(&self) {
+        let _ = self.control.send(Control::Eof);
+    }
+
+    fn route(&self, resp: rpc::Response<'_>) {
+        let id = resp.id.map(|raw| raw.get().to_owned());
+        if !self.outgoing.complete(resp.id, resp.outcome) {
+            eprintln!(
+                "scriptling-plugin: ignoring a response with id {} that no request is waiting for",
+                id.as_deref().unwrap_or("null")
+            );
+        }
+    }
+
+    fn job(&self, id: Option<Id>, work: Work) -> Job {
+        Job { id, work, _inflight: self.inflight.enter() }
+    }
+
+    /// Turns a request into a job. Cheap work (the handshake, errors) is done
+    /// here; calls become closures or futures that run elsewhere.
+    fn prepare(self: &Arc<Self>, req: Request<'_>) -> Job {
+        let id = req.id.map(ToOwned::to_owned);
+        if self.shutting_down.load(Ordering::Acquire) {
+            return self.job(id, Work::Ready(Err(RpcError::application("the plugin is shutting down"))));
+        }
+        let work = match req.method {
+            "function.call" => self.prepare_call(req.params),
+            "scriptling.handshake" => Work::Ready(Ok(self.core.handshake.clone())),
+            "environment.open" | "environment.close" => Work::Ready(Ok(b"null".to_vec())),
+            "ping" => Work::Ready(Ok(br#"{"status":"ok"}"#.to_vec())),
+            "plugin.shutdown" => Work::Shutdown,
+            other => Work::Ready(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {other}")))),
+        };
+        self.job(id, work)
+    }
+
+    fn prepare_call(&self, params: Option<&RawValue>) -> Work {
+        let params: CallParams = match parse_params("function.call", params) {
+            Ok(p) => p,
+            Err(e) => return Work::Ready(Err(e)),
+        };
+        let Some(function) = self.core.functions.get(&params.name) else {
+            return Work::Ready(Err(RpcError::application(format!(
+                "unknown function {} (available: {})",
+                params.name, self.core.function_list
+            ))));
+        };
+        invoke(function, params.args.unwrap_or_default(), params.kwargs.unwrap_or_default())
+    }
+
+    /// Starts a job: ready answers are written at once, sync work goes to
+    /// the blocking pool and async work becomes a task.
+    fn launch(self: &Arc<Self>, job: Job, rt: &Handle) {
+        let Job { id, work, _inflight } = job;
+        match work {
+            Work::Ready(outcome) => self.respond(id.as_deref(), outcome),
+            Work::Blocking(f) => {
+                let this = Arc::clone(self);
+                rt.spawn_blocking(move || {
+                    let outcome = f();
+                    this.respond(id.as_deref(), outcome);
+                    drop(_inflight);
+                });
+            }
+            Work::Async(fut) => {
+                let this = Arc::clone(self);
+                rt.spawn(async move {
+                    let outcome = fut.await;
+                    this.respond(id.as_deref(), outcome);
+                    drop(_inflight);
+                });
+            }
+            Work::Shutdown => {
+                self.begin_shutdown();
+                self.respond(id.as_deref(), Ok(b"null".to_vec()));
+                drop(_inflight);
+                let _ = self.control.send(Control::Shutdown);
+            }
+        }
+    }
+
+    fn respond(&self, id: Option<&RawValue>, outcome: Outcome) {
+        let Some(id) = id else { return };
+        let mut frame = Vec::new();
+        write_response(&mut frame, id, &outcome);
+        self.writer.write_frame(frame);
+    }
+
+    /// Runs a batch's jobs concurrently and answers them with one array, in
+    /// request order, leaving out notifications.
+    async fn run_batch(self: Arc<Self>, jobs: Vec<Job>) {
+        let mut shutdown = false;
+        let mut tasks = Vec::with_capacity(jobs.len());
+        for Job { id, work, _inflight } in jobs {
+            shutdown |= matches!(work, Work::Shutdown);
+            tasks.push((id, tokio::spawn(complete(work)), _inflight));
+        }
+        let mut frame = b"[".to_vec();
+        let mut answered = 0;
+        let mut guards = Vec::with_capacity(tasks.len());
+        for (id, task, guard) in tasks {
+            let outcome = task.await.unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}"))));
+            guards.push(guard);
+            let Some(id) = id else { continue };
+            if answered > 0 {
+                frame.push(b',');
+            }
+            answered += 1;
+            write_response(&mut frame, &id, &outcome);
+        }
+        frame.push(b']');
+        if answered > 0 {
+            self.writer.write_frame(frame);
+        }
+        drop(guards);
+        if shutdown {
+            self.begin_shutdown();
+            let _ = self.control.send(Control::Shutdown);
+        }
+    }
+}
+
+/// Runs a job's work to completion wherever the caller is.
+async fn complete(work: Work) -> Outcome {
+    match work {
+        Work::Ready(outcome) => outcome,
+        Work::Blocking(f) => tokio::task::spawn_blocking(f)
+            .await
+            .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}")))),
+        Work::Async(fut) => fut.await,
+        Work::Shutdown => Ok(b"null".to_vec()),
+    }
+}
+
+fn id_or_null(id: Option<&RawValue>) -> Id {
+    id.map_or_else(|| RawValue::from_string("null".to_owned()).expect("null is JSON"), ToOwned::to_owned)
+}
+
+fn write_response(frame: &mut Vec<u8>, id: &RawValue, outcome: &Outcome) {
+    match outcome {
+        Ok(result) => rpc::write_result(frame, id, result),
+        Err(err) => rpc::write_error(frame, Some(id), err),
+    }
+}
+
+/// Parses a method's params, which must be present.
+pub(crate) fn parse_params<T: for<'de> Deserialize<'de>>(method: &str, params: Option<&RawValue>) -> Result<T, RpcError> {
+    let Some(params) = params else {
+        return Err(RpcError::new(ErrorCode::InvalidParams, format!("{method}: missing params")));
+    };
+    serde_json::from_str(params.get()).map_err(|e| {
+        let detail = e.to_string();
+        let detail = if detail.starts_with("recursion limit exceeded") {
+            format!("a value is nested too deeply ({detail})")
+        } else {
+            detail
+        };
+        RpcError::new(ErrorCode::InvalidParams, format!("{method}: invalid params: {detail}"))
+    })
+}
+
+/// Prepares a call of `function` with these arguments.
+pub(crate) fn invoke(function: &Function, positional: Vec<Value>, keywords: BTreeMap<String, Value>) -> Work {
+    let signature = Arc::clone(&function.signature);
+    let handler = Arc::clone(&function.handler);
+    match &*handler {
+        Handler::Sync(_) => Work::Blocking(Box::new(move || {
+            let Handler::Sync(f) = &*handler else { unreachable!("checked above") };
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                Args::bind(Arc::clone(&signature), positional, keywords).and_then(|mut args| f(&mut args))
+            }));
+            finish(&signature, result.map_err(|p| panic::message(&*p).to_owned()))
+        })),
+        Handler::Async(_) => Work::Async(Box::pin(async move {
+            let Handler::Async(f) = &*handler else { unreachable!("checked above") };
+            let started = catch_unwind(AssertUnwindSafe(|| {
+                Args::bind(Arc::clone(&signature), positional, keywords).and_then(|mut args| f(&mut args))
+            }));
+            let result = match started {
+                Ok(Ok(fut)) => CatchUnwind(fut).await,
+                Ok(Err(e)) => Ok(Err(e)),
+                Err(p) => Err(panic::message(&*p).to_owned()),
+            };
+            finish(&signature, result)
+        })),
+    }
+}
+
+/// Encodes a call's result, or names the call in its error.
+fn finish(signature: &Signature, result: Result<CallOutcome, String>) -> Outcome {
+    let qualified = &signature.qualified;
+    match result {
+        Ok(Ok(value)) => rpc::encode_result(&value, qualified),
+        Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
+        Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
+    }
+}

@@ -1,0 +1,184 @@
+//! [`Outgoing`]: the plugin's own requests to the host (`callback.call`,
+//! `host.log`), in their own id space, with a map of pending waiters.
+//!
+//! Ids come from an atomic counter and never collide with each other; they
+//! may equal host ids, which is legal because responses are told from
+//! requests by the absence of `method`. The reader thread routes each
+//! response straight to its waiter; a waiter that is dropped (cancelled)
+//! removes its entry; closing the connection fails every waiter at once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::value::RawValue;
+use tokio::sync::oneshot;
+
+use crate::rpc::RemoteErrorObject;
+
+/// Why one of the plugin's own requests did not get a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OutgoingError {
+    /// The host answered with an error.
+    Remote { code: i64, message: String },
+    /// The connection closed (or was never able to reach the host).
+    Closed(String),
+}
+
+pub(crate) type Reply = Result<Box<RawValue>, OutgoingError>;
+
+pub(crate) struct Outgoing {
+    next_id: AtomicU64,
+    state: Mutex<State>,
+}
+
+struct State {
+    pending: HashMap<u64, oneshot::Sender<Reply>>,
+    /// Set once the connection is gone; new requests fail with it.
+    closed: Option<String>,
+}
+
+/// A registered request awaiting its response. Dropping it unregisters it.
+pub(crate) struct Pending {
+    id: u64,
+    rx: Option<oneshot::Receiver<Reply>>,
+    owner: Arc<Outgoing>,
+}
+
+impl Outgoing {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State { pending: HashMap::new(), closed: None }),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Allocates an id and registers a waiter for its response.
+    pub(crate) fn register(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
+        let (tx, rx) = oneshot::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.state();
+        if let Some(reason) = &state.closed {
+            return Err(OutgoingError::Closed(reason.clone()));
+        }
+        state.pending.insert(id, tx);
+        Ok(Pending { id, rx: Some(rx), owner: Arc::clone(self) })
+    }
+
+    /// Routes a response to its waiter. Returns `false` for an id nobody is
+    /// waiting for (a late or foreign response), which the caller reports.
+    pub(crate) fn complete(&self, id: Option<&RawValue>, outcome: Result<&RawValue, RemoteErrorObject>) -> bool {
+        let Some(id) = id.and_then(|raw| raw.get().parse::<u64>().ok()) else {
+            return false;
+        };
+        let Some(tx) = self.state().pending.remove(&id) else {
+            return false;
+        };
+        let reply = match outcome {
+            Ok(result) => Ok(result.to_owned()),
+            Err(e) => Err(OutgoingError::Remote { code: e.code, message: e.message }),
+        };
+        // The waiter may have given up in the meantime; nothing to do then.
+        let _ = tx.send(reply);
+        true
+    }
+
+    /// Fails every pending request and every later one with `reason`.
+    pub(crate) fn close(&self, reason: &str) {
+        let drained: Vec<_> = {
+            let mut state = self.state();
+            state.closed.get_or_insert_with(|| reason.to_owned());
+            state.pending.drain().collect()
+        };
+        for (_, tx) in drained {
+            let _ = tx.send(Err(OutgoingError::Closed(reason.to_owned())));
+        }
+    }
+
+    pub(crate) fn pending_count(&self) -> usize {
+        self.state().pending.len()
+    }
+}
+
+impl Pending {
+    /// The request id to put on the wire.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Waits for the response.
+    pub(crate) async fn wait(mut self) -> Reply {
+        let rx = self.rx.take().expect("waited once");
+        rx.await.unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
+    }
+
+    /// Waits for the response, blocking the thread (for sync handlers, which
+    /// run on the blocking pool).
+    pub(crate) fn wait_blocking(mut self) -> Reply {
+        let rx = self.rx.take().expect("waited once");
+        rx.blocking_recv().unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.rx.is_some() {
+            self.owner.state().pending.remove(&self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn responses_reach_their_own_waiter_in_any_order() {
+        let out = Outgoing::new();
+        let a = out.register().unwrap();
+        let b = out.register().unwrap();
+        assert_ne!(a.id(), b.id());
+        let (ida, idb) = (raw(&a.id().to_string()), raw(&b.id().to_string()));
+        assert!(out.complete(Some(&idb), Ok(&raw("\"B\""))));
+        assert!(out.complete(Some(&ida), Err(RemoteErrorObject { code: -32000, message: "no".into() })));
+        assert_eq!(b.wait().await.unwrap().get(), "\"B\"");
+        assert_eq!(a.wait().await.unwrap_err(), OutgoingError::Remote { code: -32000, message: "no".into() });
+        assert_eq!(out.pending_count(), 0);
+    }
+
+    #[test]
+    fn unknown_and_foreign_ids_are_refused() {
+        let out = Outgoing::new();
+        assert!(!out.complete(Some(&raw("99")), Ok(&raw("null"))));
+        assert!(!out.complete(Some(&raw("\"x\"")), Ok(&raw("null"))));
+        assert!(!out.complete(None, Ok(&raw("null"))));
+    }
+
+    #[test]
+    fn a_dropped_waiter_cleans_its_entry() {
+        let out = Outgoing::new();
+        let p = out.register().unwrap();
+        let id = raw(&p.id().to_string());
+        assert_eq!(out.pending_count(), 1);
+        drop(p);
+        assert_eq!(out.pending_count(), 0);
+        assert!(!out.complete(Some(&id), Ok(&raw("null"))));
+    }
+
+    #[test]
+    fn close_fails_current_and_future_waiters() {
+        let out = Outgoing::new();
+        let p = out.register().unwrap();
+        out.close("host gone");
+        assert_eq!(p.wait_blocking().unwrap_err(), OutgoingError::Closed("host gone".into()));
+        assert_eq!(out.register().err().map(|e| e), Some(OutgoingError::Closed("host gone".into())));
+    }
+}

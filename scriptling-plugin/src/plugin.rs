@@ -1,0 +1,292 @@
+//! [`Plugin`]: the builder a plugin's `main` fills in and serves, and the
+//! validated, immutable [`Core`] it becomes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::convert::{IntoValue, IntoValueError};
+use crate::error::ServeError;
+use crate::function::Function;
+use crate::schema::{self, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
+use crate::value::Value;
+
+/// A function that `#[plugin_fn]` has described, registered with
+/// [`Plugin::function`].
+///
+/// The attribute implements this trait on a hidden type that shares the
+/// function's name, so `.function::<greet>()` registers `fn greet`. It can
+/// also be implemented by hand:
+///
+/// ```
+/// use scriptling_plugin::{Args, CallError, Function, Plugin, PluginFunction};
+///
+/// enum Shout {}
+///
+/// impl PluginFunction for Shout {
+///     fn function() -> Function {
+///         Function::sync("shout", |args: &mut Args| {
+///             let text: String = args.take(0)?;
+///             Ok::<_, CallError>(text.to_uppercase())
+///         })
+///         .param("text")
+///     }
+/// }
+///
+/// let plugin = Plugin::new("demo", "1.0.0", "A demo").function::<Shout>();
+/// # let _ = plugin;
+/// ```
+pub trait PluginFunction {
+    /// The function's descriptor.
+    fn function() -> Function;
+}
+
+/// A Scriptling plugin: its library identity and everything it exports.
+///
+/// Registration is explicit and ordered: the handshake schema lists
+/// functions, classes and constants in the order they were added, so two
+/// runs always describe the plugin identically.
+///
+/// ```no_run
+/// use scriptling_plugin::{plugin_fn, Plugin};
+///
+/// /// Returns a friendly greeting.
+/// #[plugin_fn]
+/// fn greet(name: String) -> String {
+///     format!("Hello, {name}")
+/// }
+///
+/// fn main() -> Result<(), scriptling_plugin::ServeError> {
+///     Plugin::new("hello", "1.0.0", "Greets people")
+///         .function::<greet>()
+///         .constant("default_name", "World")
+///         .run()
+/// }
+/// ```
+pub struct Plugin {
+    name: String,
+    version: String,
+    description: String,
+    functions: Vec<Function>,
+    constants: Vec<(String, Result<Value, IntoValueError>)>,
+    options: Options,
+}
+
+/// Tunables of the serving loop.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub(crate) max_frame_bytes: usize,
+    pub(crate) shutdown_grace: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { max_frame_bytes: 64 * 1024 * 1024, shutdown_grace: Duration::from_secs(5) }
+    }
+}
+
+impl Plugin {
+    /// A plugin named `name` (the host imports it as `plugin.<name>`), with
+    /// the version and description shown by Scriptling's plugin listing.
+    pub fn new(name: impl Into<String>, version: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            description: description.into(),
+            functions: Vec::new(),
+            constants: Vec::new(),
+            options: Options::default(),
+        }
+    }
+
+    /// Registers a `#[plugin_fn]` function: `.function::<greet>()`.
+    pub fn function<F: PluginFunction>(self) -> Self {
+        self.add_function(F::function())
+    }
+
+    /// Registers a hand-built [`Function`].
+    pub fn add_function(mut self, function: Function) -> Self {
+        self.functions.push(function);
+        self
+    }
+
+    /// Registers a constant, readable in Scriptling as `plugin.<lib>.<name>`.
+    ///
+    /// A value that cannot be converted (such as `u64::MAX`) is reported when
+    /// the plugin is served, with every other registration problem.
+    pub fn constant(mut self, name: impl Into<String>, value: impl IntoValue) -> Self {
+        self.constants.push((name.into(), value.into_value()));
+        self
+    }
+
+    /// The largest request line accepted, in bytes (default 64 MiB). A longer
+    /// line is discarded without being buffered and answered with a `-32600`
+    /// error; serving continues.
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.options.max_frame_bytes = bytes;
+        self
+    }
+
+    /// How long shutdown (or the host closing stdin) waits for in-flight
+    /// calls before exiting anyway (default 5 s; the host itself waits 10 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.options.shutdown_grace = grace;
+        self
+    }
+
+    /// The library name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Serves the plugin over stdio until the host shuts it down or closes
+    /// stdin, on a tokio runtime of its own.
+    ///
+    /// Before anything else, the process's stdout is taken for the protocol
+    /// and file descriptor 1 is pointed at stderr, so `println!` anywhere in
+    /// the process cannot corrupt the stream.
+    ///
+    /// Returns `Ok(())` once served (the process should then exit with
+    /// status 0, which returning from `main` does), or the registration
+    /// problems if the plugin is inconsistent.
+    pub fn run(self) -> Result<(), ServeError> {
+        let core = self.build()?;
+        crate::transport::stdio::run(core)
+    }
+
+    /// Like [`run`](Plugin::run), on the caller's tokio runtime (which must
+    /// be multi-threaded: sync handlers use its blocking pool).
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        let core = self.build()?;
+        crate::transport::stdio::serve_stdio(core).await
+    }
+
+    /// Validates the registrations and freezes them into a [`Core`].
+    pub(crate) fn build(self) -> Result<Core, ServeError> {
+        let mut problems = Vec::new();
+        let mut seen: HashMap<String, &'static str> = HashMap::new();
+        let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
+            if !schema::is_identifier(name) {
+                problems.push(format!("{kind} name {name:?} is not a valid Scriptling identifier"));
+            }
+            if let Some(prev) = seen.insert(name.to_owned(), kind) {
+                problems.push(format!("{kind} name {name:?} is already used by a {prev}"));
+            }
+        };
+        if self.name.is_empty() {
+            problems.push("the library name is empty".to_owned());
+        }
+        for f in &self.functions {
+            claim(f.name(), "function", &mut problems);
+        }
+        for (name, value) in &self.constants {
+            claim(name, "constant", &mut problems);
+            if let Err(e) = value {
+                problems.push(format!("constant {name:?} cannot be sent: {e}"));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ServeError::Invalid(problems));
+        }
+        let constants: Vec<(String, Value)> =
+            self.constants.into_iter().map(|(n, v)| (n, v.unwrap_or_default())).collect();
+        let handshake = Handshake {
+            protocol: schema::PROTOCOL_VERSION,
+            transport: "json",
+            library: Library { name: &self.name, version: &self.version, description: &self.description },
+            capabilities: &["remote_objects"],
+            schema: Schema {
+                functions: self
+                    .functions
+                    .iter()
+                    .map(|f| FunctionSchema { name: f.name(), description: f.help() })
+                    .collect(),
+                classes: Vec::new(),
+                constants: constants.iter().map(|(name, value)| ConstantSchema { name, value }).collect(),
+            },
+        };
+        let handshake = serde_json::to_vec(&handshake)
+            .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
+        let mut sorted: Vec<&str> = self.functions.iter().map(Function::name).collect();
+        sorted.sort_unstable();
+        let function_list = if sorted.is_empty() { "none".to_owned() } else { sorted.join(", ") };
+        Ok(Core {
+            functions: self.functions.into_iter().map(|f| (f.name().to_owned(), f)).collect(),
+            function_list,
+            handshake,
+            options: self.options,
+        })
+    }
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("functions", &self.functions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A validated plugin, shared by every connection that serves it.
+pub(crate) struct Core {
+    pub(crate) functions: HashMap<String, Function>,
+    /// Sorted names for "unknown function" errors.
+    pub(crate) function_list: String,
+    /// The serialised handshake result.
+    pub(crate) handshake: Vec<u8>,
+    pub(crate) options: Options,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::function::Args;
+
+    fn noop(name: &str) -> Function {
+        Function::sync(name, |_: &mut Args| Ok(()))
+    }
+
+    #[test]
+    fn every_registration_problem_is_reported_at_once() {
+        let err = Plugin::new("x", "1", "")
+            .add_function(noop("greet"))
+            .add_function(noop("greet"))
+            .add_function(noop("bad-name"))
+            .constant("greet", 1)
+            .constant("big", u64::MAX)
+            .build()
+            .err()
+            .expect("invalid");
+        let ServeError::Invalid(problems) = err else { panic!() };
+        assert_eq!(
+            problems,
+            vec![
+                "function name \"greet\" is already used by a function",
+                "function name \"bad-name\" is not a valid Scriptling identifier",
+                "constant name \"greet\" is already used by a function",
+                "constant \"big\" cannot be sent: the u64 18446744073709551615 does not fit in a Scriptling int (64-bit signed)",
+            ]
+        );
+    }
+
+    #[test]
+    fn handshake_is_deterministic_and_in_registration_order() {
+        let build = || {
+            Plugin::new("hello", "1.2.3", "desc")
+                .add_function(noop("zeta").description("Last letter."))
+                .add_function(noop("alpha"))
+                .constant("answer", 42)
+                .build()
+                .ok()
+                .unwrap()
+                .handshake
+        };
+        let a = String::from_utf8(build()).unwrap();
+        assert_eq!(a, String::from_utf8(build()).unwrap());
+        assert_eq!(
+            a,
+            r#"{"protocol":"1.0","transport":"json","library":{"name":"hello","version":"1.2.3","description":"desc"},"capabilities":["remote_objects"],"schema":{"functions":[{"name":"zeta","description":"Last letter."},{"name":"alpha"}],"classes":[],"constants":[{"name":"answer","value":{"type":"int","value":42}}]}}"#
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! A test host: drive a plugin the way Scriptling does, from ordinary Rust
+//! tests (feature `testing`).
+//!
+//! [`Host::in_process`] serves a [`Plugin`] inside the test process over a
+//! pair of OS pipes, through exactly the event loop a real plugin uses.
+//! [`Host::spawn`] starts a plugin executable and speaks the host side over
+//! its stdin and stdout, capturing its stderr. Both answer the plugin's
+//! `callback.call` requests with a handler you provide and record its
+//! `host.log` records.
+//!
+//! ```
+//! use scriptling_plugin::testing::Host;
+//! use scriptling_plugin::{plugin_fn, Plugin, Value};
+//!
+//! /// Adds two numbers.
+//! #[plugin_fn]
+//! fn add(a: i64, #[arg(default = 1)] b: i64) -> i64 {
+//!     a + b
+//! }
+//!
+//! let host = Host::in_process(Plugin::new("math", "1.0.0", "").function::<add>()).unwrap();
+//! let handshake = host.handshake().unwrap();
+//! assert_eq!(handshake["schema"]["functions"][0]["description"], "Adds two numbers.");
+//! assert_eq!(host.call("add", [Value::Int(2)]).unwrap(), Value::Int(3));
+//! let err = host.call("add", [Value::from("x")]).unwrap_err();
+//! assert_eq!(err.message(), "add(): argument 'a' must be an int, got string");
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::error::ServeError;
+use crate::plugin::Plugin;
+use crate::value::{RemoteRef, Value};
+
+/// How long a request waits for its response before failing with
+/// [`HostError::Timeout`] (change it with [`Host::set_timeout`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a request made through a [`Host`] failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostError {
+    /// The plugin answered with a JSON-RPC error.
+    Rpc {
+        /// The error code.
+        code: i64,
+        /// The message (what a Scriptling script would see).
+        message: String,
+    },
+    /// No response arrived in time.
+    Timeout,
+    /// The plugin's output ended before the response arrived.
+    Closed,
+    /// The response did not have the expected shape.
+    Decode(String),
+}
+
+impl HostError {
+    /// The error message, for any kind of failure.
+    pub fn message(&self) -> &str {
+        match self {
+            HostError::Rpc { message, .. } | HostError::Decode(message) => message,
+            HostError::Timeout => "timed out waiting for the plugin",
+            HostError::Closed => "the plugin closed its output",
+        }
+    }
+
+    /// The JSON-RPC error code, if the plugin answered with an error.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            HostError::Rpc { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code() {
+            Some(code) => write!(f, "{} ({code})", self.message()),
+            None => f.write_str(self.message()),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// A `host.log` record the plugin sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRecord {
+    /// `trace`, `debug`, `info`, `warn`, `error` (or anything the plugin sent).
+    pub level: String,
+    /// The message.
+    pub message: String,
+    /// The flat key/value list of fields.
+    pub args: Vec<Value>,
+}
+
+type CallbackHandler = dyn Fn(&str, Vec<Value>, BTreeMap<String, Value>) -> Result<Value, String> + Send + Sync;
+
+/// State shared between the [`Host`] and its reader thread.
+struct Shared {
+    writer: Mutex<Box<dyn Write + Send>>,
+    pending: Mutex<HashMap<u64, Sender<serde_json::Value>>>,
+    unrouted: Mutex<Sender<serde_json::Value>>,
+    stray: Mutex<Vec<String>>,
+    logs: Mutex<Vec<LogRecord>>,
+    callback: Mutex<Option<Arc<CallbackHandler>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut w = lock(&self.writer);
+        w.write_all(line)?;
+        w.write_all(b"\n")?;
+        w.flush()
+    }
+}
+
+enum Backend {
+    InProcess { server: Option<JoinHandle<Result<(), ServeError>>> },
+    Process { child: Child, stderr: Arc<Mutex<Vec<u8>>> },
+}
+
+/// The host side of a plugin connection. See the [module docs](self).
+pub struct Host {
+    shared: Arc<Shared>,
+    next_id: AtomicU64,
+    unrouted: Mutex<Receiver<serde_json::Value>>,
+    timeout: Duration,
+    backend: Backend,
+}
+
+impl Host {
+    /// Serves `plugin` inside this process and connects to it. Fails if the
+    /// plugin's registrations are invalid.
+    pub fn in_process(plugin: Plugin) -> Result<Host, ServeError> {
+        let core = Arc::new(plugin.build()?);
+        let (plugin_in, host_out) = std::io::pipe()?;
+        let (host_in, plugin_out) = std::io::pipe()?;
+        let server = std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let result = rt.block_on(crate::transport::stdio::serve_connection(core, plugin_in, plugin_out));
+            rt.shutdown_background();
+            result
+        })?;
+        Ok(Host::connect(Box::new(host_out), host_in, Backend::InProcess { server: Some(server) }))
+    }
+
+    /// Starts a plugin executable with piped stdin and stdout; its stderr
+    /// is captured (see [`stderr`](Host::stderr)).
+    pub fn spawn(mut command: Command) -> std::io::Result<Host> {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let stdin: ChildStdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr_pipe = child.stderr.take().expect("piped");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr_pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                lock(&sink).extend_from_slice(&chunk[..n]);
+            }
+        });
+        Ok(Host::connect(Box::new(stdin), stdout, Backend::Process { child, stderr }))
+    }
+
+    /// Starts one of the current package's examples (`cargo test` builds
+    /// them next to the test binaries): `Host::spawn_example("hello")`.
+    pub fn spawn_example(name: &str) -> std::io::Result<Host> {
+        Host::spawn(Command::new(example_path(name)))
+    }
+
+    fn connect(writer: Box<dyn Write + Send>, reader: impl Read + Send + 'static, backend: Backend) -> Host {
+        let (unrouted_tx, unrouted_rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(writer),
+            pending: Mutex::new(HashMap::new()),
+            unrouted: Mutex::new(unrouted_tx),
+            stray: Mutex::new(Vec::new()),
+            logs: Mutex::new(Vec::new()),
+            callback: Mutex::new(None),
+        });
+        let reader_shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("scriptling-test-host".into())
+            .spawn(move || read_loop(&reader_shared, reader))
+            .expect("spawn the host reader thread");
+        Host { shared, next_id: AtomicU64::new(1), unrouted: Mutex::new(unrouted_rx), timeout: DEFAULT_TIMEOUT, backend }
+    }
+
+    /// Changes how long requests wait for their response.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Answers the plugin's `callback.call` requests with `handler(id, args,
+    /// kwargs)`; an `Err(message)` becomes a JSON-RPC error, as when the
+    /// Scriptling callback raised. Without a handler every callback fails
+    /// with `unknown callback <id>`, as on the real host.
+    pub fn on_callback(
+        &self,
+        handler: impl Fn(&str, Vec<Value>, BTreeMap<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
+    ) {
+        *lock(&self.shared.callback) = Some(Arc::new(handler));
+    }
+
+    /// The `host.log` records received so far.
+    pub fn logs(&self) -> Vec<LogRecord> {
+        lock(&self.shared.logs).clone()
+    }
+
+    /// Lines the plugin wrote to its protocol stream that are not JSON. A
+    /// correct plugin never writes any.
+    pub fn stray_output(&self) -> Vec<String> {
+        lock(&self.shared.stray).clone()
+    }
+
+    /// Sends `scriptling.handshake` as the real host does and returns the result.
+    pub fn handshake(&self) -> Result<serde_json::Value, HostError> {
+        self.request(
+            "scriptling.handshake",
+            json!({"protocol": "1.0", "host": "scriptling", "host_version": "dev",
+                   "transports": ["json"], "capabilities": ["remote_objects"]}),
+        )
+    }
+
+    /// Calls a function with positional arguments.
+    pub fn call(&self, name: &str, args: impl IntoIterator<Item = Value>) -> Result<Value, HostError> {
+        self.call_kw(name, args, BTreeMap::new())
+    }
+
+    /// Calls a function with positional and keyword arguments.
+    pub fn call_kw(
+        &self,
+        name: &str,
+        args: impl IntoIterator<Item = Value>,
+        kwargs: BTreeMap<String, Value>,
+    ) -> Result<Value, HostError> {
+        let params = with_args(json!({ "name": name }), args, kwargs);
+        decode(self.request("function.call", params)?)
+    }
+
+    /// Constructs an object (`object.new`) and returns its bare reference.
+    pub fn new_object(&self, class: &str, args: impl IntoIterator<Item = Value>) -> Result<RemoteRef, HostError> {
+        let params = with_args(json!({ "class": class }), args, BTreeMap::new());
+        decode(self.request("object.new", params)?)
+    }
+
+    /// Calls a method, or gets (no args) or sets (one arg) a property.
+    pub fn call_method(
+        &self,
+        object_id: &str,
+        method: &str,
+        args: impl IntoIterator<Item = Value>,
+    ) -> Result<Value, HostError> {
+        self.call_method_kw(object_id, method, args, BTreeMap::new())
+    }
+
+    /// Calls a method with keyword arguments too.
+    pub fn call_method_kw(
+        &self,
+        object_id: &str,
+        method: &str,
+        args: impl IntoIterator<Item = Value>,
+        kwargs: BTreeMap<String, Value>,
+    ) -> Result<Value, HostError> {
+        let params = with_args(json!({ "object_id": object_id, "method": method }), args, kwargs);
+        decode(self.request("object.call_method", params)?)
+    }
+
+    /// Destroys an object (`object.destroy`).
+    pub fn destroy(&self, object_id: &str) -> Result<(), HostError> {
+        self.request("object.destroy", json!({ "object_id": object_id })).map(drop)
+    }
+
+    /// Sends `plugin.shutdown` and waits for its answer.
+    pub fn shutdown(&self) -> Result<(), HostError> {
+        self.request("plugin.shutdown", serde_json::Value::Null).map(drop)
+    }
+
+    /// Sends any request and waits for its result.
+    pub fn request(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value, HostError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        lock(&self.shared.pending).insert(id, tx);
+        let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            frame["params"] = params;
+        }
+        let line = serde_json::to_vec(&frame).map_err(|e| HostError::Decode(e.to_string()))?;
+        if self.shared.write_line(&line).is_err() {
+            lock(&self.shared.pending).remove(&id);
+            return Err(HostError::Closed);
+        }
+        let response = rx.recv_timeout(self.timeout);
+        lock(&self.shared.pending).remove(&id);
+        let response = match response {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => return Err(HostError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => return Err(HostError::Closed),
+        };
+        if let Some(err) = response.get("error") {
+            return Err(HostError::Rpc {
+                code: err["code"].as_i64().unwrap_or(0),
+                message: err["message"].as_str().unwrap_or_default().to_owned(),
+            });
+        }
+        response.get("result").cloned().ok_or_else(|| HostError::Decode(format!("response without result: {response}")))
+    }
+
+    /// Writes a raw line (a newline is added) to the plugin's input.
+    pub fn send_raw(&self, line: impl AsRef<[u8]>) -> std::io::Result<()> {
+        self.shared.write_line(line.as_ref())
+    }
+
+    /// The next frame that no [`request`](Host::request) is waiting for
+    /// (answers to [`send_raw`](Host::send_raw) lines, batch arrays, errors
+    /// with a `null` id), or `None` after `timeout`.
+    pub fn next_frame(&self, timeout: Duration) -> Option<serde_json::Value> {
+        lock(&self.unrouted).recv_timeout(timeout).ok()
+    }
+
+    /// Closes the plugin's input (stdin EOF).
+    pub fn close_input(&self) {
+        *lock(&self.shared.writer) = Box::new(std::io::sink());
+    }
+
+    /// Waits for the plugin to finish serving, for up to `timeout`. Returns
+    /// the exit status of a spawned plugin (`None` in process), or `Err` with
+    /// a description if it did not finish in time.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Option<ExitStatus>, String> {
+        let deadline = Instant::now() + timeout;
+        match &mut self.backend {
+            Backend::Process { child, .. } => loop {
+                if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+                    return Ok(Some(status));
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!("the plugin did not exit within {timeout:?}"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            },
+            Backend::InProcess { server } => loop {
+                if server.as_ref().is_none_or(JoinHandle::is_finished) {
+                    return match server.take().map(JoinHandle::join) {
+                        Some(Ok(Err(e))) => Err(e.to_string()),
+                        Some(Err(_)) => Err("the plugin's serving thread panicked".into()),
+                        _ => Ok(None),
+                    };
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!("the plugin did not stop serving within {timeout:?}"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            },
+        }
+    }
+
+    /// What a spawned plugin wrote to stderr so far (empty in process).
+    pub fn stderr(&self) -> String {
+        match &self.backend {
+            Backend::Process { stderr, .. } => String::from_utf8_lossy(&lock(stderr)).into_owned(),
+            Backend::InProcess { .. } => String::new(),
+        }
+    }
+
+    /// The process id of a spawned plugin.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.backend {
+            Backend::Process { child, .. } => Some(child.id()),
+            Backend::InProcess { .. } => None,
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.close_input();
+        if let Backend::Process { child, .. } = &mut self.backend {
+            if matches!(child.try_wait(), Ok(None)) {
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The path of an example binary of the package under test, found next to
+/// the running test executable (`target/<profile>/examples/<name>`).
+pub fn example_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut dir: &Path = exe.parent().expect("a directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("a profile directory");
+    }
+    dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn with_args(
+    mut params: serde_json::Value,
+    args: impl IntoIterator<Item = Value>,
+    kwargs: BTreeMap<String, Value>,
+) -> serde_json::Value {
+    let args: Vec<Value> = args.into_iter().collect();
+    // As the real host does: `args` and `kwargs` are left out when empty.
+    if !args.is_empty() {
+        params["args"] = serde_json::to_value(args).expect("finite values");
+    }
+    if !kwargs.is_empty() {
+        params["kwargs"] = serde_json::to_value(kwargs).expect("finite values");
+    }
+    params
+}
+
+fn decode<T: serde::de::DeserializeOwned>(result: serde_json::Value) -> Result<T, HostError> {
+    serde_json::from_value(result).map_err(|e| HostError::Decode(e.to_string()))
+}
+
+fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
+    let mut reader = BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.is_empty() {
+            continue;
+        }
+        let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
+            lock(&shared.stray).push(text.to_owned());
+            continue;
+        };
+        if frame.get("method").is_some() {
+            let shared = Arc::clone(shared);
+            // Answer on another thread: a callback may itself call the plugin.
+            std::thread::spawn(move || answer_plugin_request(&shared, &frame));
+            continue;
+        }
+        let waiter = frame.get("id").and_then(serde_json::Value::as_u64).and_then(|id| lock(&shared.pending).remove(&id));
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(frame);
+            }
+            None => {
+                let _ = lock(&shared.unrouted).send(frame);
+            }
+        }
+    }
+    // Dropping the waiters' senders wakes them with `Closed`.
+    lock(&shared.pending).clear();
+}
+
+fn answer_plugin_request(shared: &Shared, frame: &serde_json::Value) {
+    let params = frame.get("params").cloned().unwrap_or(serde_json::Value::Null);
+    let outcome: Result<serde_json::Value, (i64, String)> = match frame["method"].as_str().unwrap_or_default() {
+        "host.log" => {
+            let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();
+            lock(&shared.logs).push(LogRecord {
+                level: params["level"].as_str().unwrap_or_default().to_owned(),
+                message: params["message"].as_str().unwrap_or_default().to_owned(),
+                args,
+            });
+            Ok(json!({"type": "null"}))
+        }
+        "callback.call" => {
+            let id = params["id"].as_str().unwrap_or_default().to_owned();
+            let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();
+            let kwargs: BTreeMap<String, Value> = serde_json::from_value(params["kwargs"].clone()).unwrap_or_default();
+            let handler = lock(&shared.callback).clone();
+            match handler {
+                Some(h) => h(&id, args, kwargs)
+                    .map(|v| serde_json::to_value(v).expect("finite values"))
+                    .map_err(|m| (-32000, m)),
+                None => Err((-32000, format!("unknown callback {id}"))),
+            }
+        }
+        other => Err((-32601, format!("method not found: {other}"))),
+    };
+    let Some(id) = frame.get("id") else { return };
+    let response = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    };
+    let _ = shared.write_line(&serde_json::to_vec(&response).expect("JSON"));
+}

@@ -1,0 +1,85 @@
+//! [`LineReader`]: newline-delimited frames with a size limit.
+
+use std::io::{self, BufRead, BufReader, Read};
+
+/// What one read produced.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A frame is in the buffer (without `\n` or a trailing `\r`).
+    Frame,
+    /// A line longer than the limit was skipped; it held at least this many bytes.
+    TooLong(usize),
+    /// The input ended.
+    Eof,
+}
+
+pub(crate) struct LineReader<R> {
+    inner: BufReader<R>,
+    max: usize,
+}
+
+impl<R: Read> LineReader<R> {
+    pub(crate) fn new(inner: R, max: usize) -> Self {
+        Self { inner: BufReader::with_capacity(64 * 1024, inner), max }
+    }
+
+    /// Reads the next non-blank line into `buf`. A line over the limit is
+    /// discarded as it streams past, never buffered whole.
+    pub(crate) fn next(&mut self, buf: &mut Vec<u8>) -> io::Result<Line> {
+        loop {
+            buf.clear();
+            let limit = u64::try_from(self.max).unwrap_or(u64::MAX).saturating_add(1);
+            let n = (&mut self.inner).take(limit).read_until(b'\n', buf)?;
+            if n == 0 {
+                return Ok(Line::Eof);
+            }
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+            } else if buf.len() > self.max {
+                let skipped = buf.len() + self.inner.skip_until(b'\n')?;
+                buf.clear();
+                return Ok(Line::TooLong(skipped));
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            if !buf.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Line::Frame);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<Result<String, Line>> {
+        let mut reader = LineReader::new(input, max);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match reader.next(&mut buf).unwrap() {
+                Line::Frame => out.push(Ok(String::from_utf8(buf.clone()).unwrap())),
+                Line::Eof => return out,
+                other => out.push(Err(other)),
+            }
+        }
+    }
+
+    #[test]
+    fn splits_skips_blanks_and_strips_cr() {
+        assert_eq!(
+            lines(b"a\r\n\n  \r\nb\nlast", 100),
+            vec![Ok("a".into()), Ok("b".into()), Ok("last".into())]
+        );
+    }
+
+    #[test]
+    fn long_lines_are_skipped_and_reading_continues() {
+        let mut input = vec![b'x'; 50];
+        input.extend_from_slice(b"\nok\n");
+        assert_eq!(lines(&input, 10), vec![Err(Line::TooLong(51)), Ok("ok".into())]);
+        assert_eq!(lines(b"exactly10!\n", 10), vec![Ok("exactly10!".into())]);
+    }
+}

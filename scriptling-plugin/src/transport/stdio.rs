@@ -1,0 +1,111 @@
+//! The stdio event loop.
+//!
+//! ```text
+//! stdin ─► reader thread ─► parse ─┬─ response to our request ─► its waiter
+//!                                  └─ request ─► blocking pool / task ─► handler
+//! stdout ◄─ FrameWriter (one frame per write, flushed) ◄─ responses, callbacks, logs
+//! ```
+//!
+//! stdin is read on a dedicated thread so that a handler waiting for the
+//! host's answer to a callback can never block the reader that delivers it.
+//! `plugin.shutdown` is answered at once; then in-flight calls finish (for
+//! up to the shutdown grace), every live object is dropped and serving ends
+//! without waiting for stdin to close. EOF ends serving the same way.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+
+use crate::connection::{Connection, Control};
+use crate::error::{ErrorCode, RpcError, ServeError};
+use crate::plugin::Core;
+use crate::rpc;
+use crate::transport::guard;
+use crate::transport::lines::{Line, LineReader};
+use crate::writer::FrameWriter;
+
+/// Serves on stdio with a runtime of its own.
+pub(crate) fn run(core: Core) -> Result<(), ServeError> {
+    let out = guard::take_stdout()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("scriptling-plugin")
+        .build()?;
+    let result = rt.block_on(serve_connection(Arc::new(core), std::io::stdin(), out));
+    // Handlers still running past the grace period are abandoned, not waited for.
+    rt.shutdown_background();
+    result
+}
+
+/// Serves on stdio on the current runtime.
+pub(crate) async fn serve_stdio(core: Core) -> Result<(), ServeError> {
+    let out = guard::take_stdout()?;
+    serve_connection(Arc::new(core), std::io::stdin(), out).await
+}
+
+/// Serves one host over a byte stream pair until shutdown or EOF.
+pub(crate) async fn serve_connection<R, W>(core: Arc<Core>, input: R, output: W) -> Result<(), ServeError>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let (control_tx, mut control_rx) = mpsc::unbounded_channel();
+    let grace = core.options.shutdown_grace;
+    let max = core.options.max_frame_bytes;
+    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx));
+    let reader_conn = Arc::clone(&conn);
+    let rt = Handle::current();
+    std::thread::Builder::new()
+        .name("scriptling-plugin-stdin".into())
+        .spawn(move || read_loop(&reader_conn, LineReader::new(input, max), &rt))?;
+
+    let why = control_rx.recv().await.unwrap_or(Control::Eof);
+    conn.begin_shutdown();
+    if why == Control::Eof {
+        // Nobody can answer callbacks any more: fail them so their calls end.
+        conn.outgoing.close("the host closed the connection");
+    }
+    if !conn.inflight.wait_idle(grace).await {
+        eprintln!(
+            "scriptling-plugin: {} call(s) still running after {:?}; exiting without them",
+            conn.inflight.count(),
+            grace
+        );
+    }
+    conn.outgoing.close("the plugin is shutting down");
+    Ok(())
+}
+
+fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>, rt: &Handle) {
+    let mut buf = Vec::new();
+    loop {
+        match reader.next(&mut buf) {
+            Ok(Line::Frame) => conn.handle_line(&buf, rt),
+            Ok(Line::TooLong(len)) => {
+                let err = RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("invalid request: the line of at least {len} bytes exceeds the limit of {} bytes", reader_max(conn)),
+                );
+                let mut frame = Vec::new();
+                rpc::write_error(&mut frame, None, &err);
+                conn.writer.write_frame(frame);
+            }
+            Ok(Line::Eof) => break,
+            Err(e) => {
+                eprintln!("scriptling-plugin: reading from the host failed: {e}");
+                break;
+            }
+        }
+        // Do not keep a huge payload's buffer alive for the rest of the session.
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
+        }
+    }
+    conn.input_closed();
+}
+
+fn reader_max(conn: &Connection) -> usize {
+    conn.core.options.max_frame_bytes
+}
