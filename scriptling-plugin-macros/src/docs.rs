@@ -15,15 +15,10 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
             },
             _ => None,
         })
-        .flat_map(|s| s.lines().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|s| s.split('\n').map(|l| l.trim_end_matches('\r').to_owned()).collect::<Vec<_>>())
         .collect();
-    let indent = lines
-        .iter()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    let text: Vec<&str> =
-        lines.iter().map(|l| if l.trim().is_empty() { "" } else { &l[indent..] }).collect();
+    let indent =
+        lines.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
+    let text: Vec<&str> = lines.iter().map(|l| if l.trim().is_empty() { "" } else { &l[indent..] }).collect();
     text.join("\n").trim_matches('\n').trim_end().to_owned()
 }

@@ -26,7 +26,8 @@ mod plugin_fn;
 ///
 /// Parameters are matched positionally or by keyword using their Rust
 /// names. `#[arg(default = <expr>)]` on a parameter makes it optional; the
-/// expression is converted with `Into` into the parameter's type. `Option<T>`
+/// expression has the parameter's type (a string literal also works for a
+/// `String` parameter). `Option<T>`
 /// accepts `None` but is still required unless it has a default:
 ///
 /// ```ignore

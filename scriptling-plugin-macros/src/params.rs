@@ -99,6 +99,17 @@ fn has_lifetime(tokens: TokenStream) -> bool {
     })
 }
 
+/// The default as an expression of the parameter's type. A string literal
+/// goes through `Into`, so `"Hello"` works for a `String` parameter; any other
+/// expression must already have the parameter's type (so an integer literal
+/// takes the parameter's integer type instead of falling back to `i32`).
+pub(crate) fn default_value(expr: &Expr) -> TokenStream {
+    match expr {
+        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(_), .. }) => quote::quote!(::core::convert::Into::into(#expr)),
+        other => other.to_token_stream(),
+    }
+}
+
 /// How a default expression reads in Scriptling help text.
 pub(crate) fn shown_default(expr: &Expr) -> String {
     match expr {

@@ -110,9 +110,10 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
         let ty = &p.ty;
         let take = match &p.default {
             None => quote_spanned!(ty.span()=> #args.take::<#ty>(#i)?),
-            Some(default) => quote_spanned!(ty.span()=>
-                #args.take_or_else::<#ty>(#i, || ::core::convert::Into::into(#default))?
-            ),
+            Some(default) => {
+                let value = params::default_value(default);
+                quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#i, || #value)?)
+            }
         };
         quote!(let #binding: #ty = #take;)
     });

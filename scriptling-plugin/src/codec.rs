@@ -49,9 +49,7 @@ impl Serialize for Value {
         };
         if let Value::Float(f) = self {
             if !f.is_finite() {
-                return Err(S::Error::custom(format_args!(
-                    "cannot send the float {f}: JSON has no NaN or Infinity"
-                )));
+                return Err(S::Error::custom(format_args!("cannot send the float {f}: JSON has no NaN or Infinity")));
             }
         }
         let mut map = serializer.serialize_map(Some(len))?;
@@ -269,9 +267,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
                     }
                 },
                 Some(Scalar::F64(f)) => {
-                    return Err(de::Error::custom(format_args!(
-                        "invalid int value: {f} is not an integer"
-                    )));
+                    return Err(de::Error::custom(format_args!("invalid int value: {f} is not an integer")));
                 }
                 other => return Err(invalid("int", "an integer", other)),
             },
@@ -305,10 +301,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
 fn invalid<E: de::Error>(tag: &str, expected: &str, got: Option<Scalar>) -> E {
     match got {
         None => E::custom(format_args!("invalid {tag} value: missing \"value\" (expected {expected})")),
-        Some(s) => E::custom(format_args!(
-            "invalid {tag} value: expected {expected}, got {}",
-            s.json_kind()
-        )),
+        Some(s) => E::custom(format_args!("invalid {tag} value: expected {expected}, got {}", s.json_kind())),
     }
 }
 
@@ -345,11 +338,7 @@ mod tests {
         );
         assert_eq!(
             decode(r#"{"type":"remote","remote":{"library":"plugin.hello","class":"Counter","id":"7"}}"#),
-            Ok(Value::Remote(RemoteRef {
-                library: "plugin.hello".into(),
-                class: "Counter".into(),
-                id: "7".into()
-            }))
+            Ok(Value::Remote(RemoteRef { library: "plugin.hello".into(), class: "Counter".into(), id: "7".into() }))
         );
     }
 

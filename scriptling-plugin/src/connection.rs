@@ -220,7 +220,9 @@ impl Connection {
         let mut answered = 0;
         let mut guards = Vec::with_capacity(tasks.len());
         for (id, task, guard) in tasks {
-            let outcome = task.await.unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}"))));
+            let outcome = task
+                .await
+                .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}"))));
             guards.push(guard);
             let Some(id) = id else { continue };
             if answered > 0 {
@@ -265,7 +267,10 @@ fn write_response(frame: &mut Vec<u8>, id: &RawValue, outcome: &Outcome) {
 }
 
 /// Parses a method's params, which must be present.
-pub(crate) fn parse_params<T: for<'de> Deserialize<'de>>(method: &str, params: Option<&RawValue>) -> Result<T, RpcError> {
+pub(crate) fn parse_params<T: for<'de> Deserialize<'de>>(
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<T, RpcError> {
     let Some(params) = params else {
         return Err(RpcError::new(ErrorCode::InvalidParams, format!("{method}: missing params")));
     };

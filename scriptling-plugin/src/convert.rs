@@ -298,9 +298,7 @@ impl FromValue for f32 {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         let f = f64::from_value(value)?;
         if f.is_finite() && f.abs() > f64::from(f32::MAX) {
-            return Err(FromValueError::message(format!(
-                "must be a float within the 32-bit range, got {f}"
-            )));
+            return Err(FromValueError::message(format!("must be a float within the 32-bit range, got {f}")));
         }
         Ok(f as f32)
     }
@@ -358,11 +356,9 @@ impl IntoValue for Cow<'_, str> {
 impl<T: FromValue> FromValue for Vec<T> {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
-            Value::List(items) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| T::from_value(item).map_err(|e| e.at_index(i)))
-                .collect(),
+            Value::List(items) => {
+                items.into_iter().enumerate().map(|(i, item)| T::from_value(item).map_err(|e| e.at_index(i))).collect()
+            }
             other => Err(FromValueError::mismatch("a list", &other)),
         }
     }
@@ -377,11 +373,13 @@ impl<T: IntoValue> IntoValue for Vec<T> {
     }
 }
 
-fn dict_entries<T: FromValue>(value: Value) -> Result<impl Iterator<Item = Result<(String, T), FromValueError>>, FromValueError> {
+fn dict_entries<T: FromValue>(
+    value: Value,
+) -> Result<impl Iterator<Item = Result<(String, T), FromValueError>>, FromValueError> {
     match value {
-        Value::Dict(entries) => Ok(entries
-            .into_iter()
-            .map(|(k, v)| T::from_value(v).map(|v| (k.clone(), v)).map_err(|e| e.at_key(&k)))),
+        Value::Dict(entries) => {
+            Ok(entries.into_iter().map(|(k, v)| T::from_value(v).map(|v| (k.clone(), v)).map_err(|e| e.at_key(&k))))
+        }
         other => Err(FromValueError::mismatch("a dict", &other)),
     }
 }
@@ -490,7 +488,10 @@ mod tests {
         assert_eq!(from::<u8>(Value::Int(255)), Ok(255));
         assert_eq!(from::<u8>(Value::Int(256)), Err("value must be an int between 0 and 255, got 256".into()));
         assert_eq!(from::<i8>(Value::Int(-129)), Err("value must be an int between -128 and 127, got -129".into()));
-        assert_eq!(from::<u64>(Value::Int(-1)).unwrap_err(), "value must be an int between 0 and 18446744073709551615, got -1");
+        assert_eq!(
+            from::<u64>(Value::Int(-1)).unwrap_err(),
+            "value must be an int between 0 and 18446744073709551615, got -1"
+        );
         assert_eq!(from::<i64>(Value::Float(1.0)), Err("value must be an int, got float".into()));
         assert_eq!(from::<i64>(Value::Bool(true)), Err("value must be an int, got bool".into()));
         assert_eq!(i64::MAX.into_value(), Ok(Value::Int(i64::MAX)));
@@ -544,7 +545,10 @@ mod tests {
     fn tuples_are_lists_of_exact_length() {
         let v = Value::List(vec![Value::from("a"), Value::Int(1)]);
         assert_eq!(from::<(String, i64)>(v.clone()), Ok(("a".into(), 1)));
-        assert_eq!(from::<(String, i64, bool)>(v.clone()), Err("value must be a list of 3 items, got a list of 2".into()));
+        assert_eq!(
+            from::<(String, i64, bool)>(v.clone()),
+            Err("value must be a list of 3 items, got a list of 2".into())
+        );
         assert_eq!(from::<(i64, i64)>(v), Err("value[0] must be an int, got string".into()));
         assert_eq!(from::<(i64,)>(Value::Int(1)), Err("value must be a list of 1 items, got int".into()));
         assert_eq!(("x", 2, 0.5).into_value().unwrap().to_string(), r#"["x", 2, 0.5]"#);

@@ -95,10 +95,7 @@ impl Function {
         F: Fn(&mut Args) -> Result<R, CallError> + Send + Sync + 'static,
         R: IntoValue,
     {
-        Self::with_handler(
-            name.into(),
-            Handler::Sync(Box::new(move |args| handler(args).and_then(result_value))),
-        )
+        Self::with_handler(name.into(), Handler::Sync(Box::new(move |args| handler(args).and_then(result_value))))
     }
 
     /// A function whose handler returns a future, run as a tokio task.
@@ -295,10 +292,9 @@ impl Args {
     pub fn take<T: FromValue>(&mut self, index: usize) -> Result<T, CallError> {
         match self.slot(index)? {
             Some(value) => self.convert(index, value),
-            None => Err(CallError::about_call(format!(
-                "missing required argument '{}'",
-                self.signature.params[index].name
-            ))),
+            None => {
+                Err(CallError::about_call(format!("missing required argument '{}'", self.signature.params[index].name)))
+            }
         }
     }
 
@@ -399,27 +395,27 @@ mod tests {
             "greet(): argument 'name' given twice (positionally and by keyword)"
         );
         assert_eq!(bind_err(p, vec![], &[("greeting", "x".into())]), "greet(): missing required argument 'name'");
-        assert_eq!(
-            bind_err(&[("a", true), ("b", true)], vec![], &[]),
-            "greet(): missing required arguments 'a', 'b'"
-        );
+        assert_eq!(bind_err(&[("a", true), ("b", true)], vec![], &[]), "greet(): missing required arguments 'a', 'b'");
     }
 
     #[test]
     fn take_converts_and_names_the_argument() {
-        let mut args = Args::bind(sig(&[("name", true), ("greeting", false)]), vec![Value::Int(5)], BTreeMap::new()).unwrap();
+        let mut args =
+            Args::bind(sig(&[("name", true), ("greeting", false)]), vec![Value::Int(5)], BTreeMap::new()).unwrap();
         let err = args.take::<String>(0).unwrap_err().into_message("greet");
         assert_eq!(err, "greet(): argument 'name' must be a string, got int");
         assert_eq!(args.take_or_else(1, || "Hi".to_string()).unwrap(), "Hi");
         let mut args =
-            Args::bind(sig(&[("names", true)]), vec![Value::List(vec!["a".into(), 2.into()])], BTreeMap::new()).unwrap();
+            Args::bind(sig(&[("names", true)]), vec![Value::List(vec!["a".into(), 2.into()])], BTreeMap::new())
+                .unwrap();
         let err = args.take::<Vec<String>>(0).unwrap_err().into_message("greet");
         assert_eq!(err, "greet(): argument 'names'[1] must be a string, got int");
     }
 
     #[test]
     fn keywords_fill_parameters_by_name() {
-        let kw = BTreeMap::from([("greeting".to_string(), Value::from("Yo")), ("name".to_string(), Value::from("Ada"))]);
+        let kw =
+            BTreeMap::from([("greeting".to_string(), Value::from("Yo")), ("name".to_string(), Value::from("Ada"))]);
         let mut args = Args::bind(sig(&[("name", true), ("greeting", false)]), vec![], kw).unwrap();
         assert_eq!(args.take::<String>(0).unwrap(), "Ada");
         assert_eq!(args.take_or_else(1, String::new).unwrap(), "Yo");

@@ -1,8 +1,8 @@
 //! [`InFlight`]: counts requests that still owe a response, so shutdown can
 //! wait for them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;

@@ -36,9 +36,9 @@ pub struct Json<T>(pub T);
 impl<T: DeserializeOwned> FromValue for Json<T> {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         let json = to_json(value)?;
-        serde_json::from_value(json).map(Json).map_err(|e| {
-            FromValueError::message(format!("is not a valid {}: {e}", short_type_name::<T>()))
-        })
+        serde_json::from_value(json)
+            .map(Json)
+            .map_err(|e| FromValueError::message(format!("is not a valid {}: {e}", short_type_name::<T>())))
     }
     fn expected() -> Cow<'static, str> {
         format!("a {}", short_type_name::<T>()).into()
@@ -47,9 +47,8 @@ impl<T: DeserializeOwned> FromValue for Json<T> {
 
 impl<T: Serialize> IntoValue for Json<T> {
     fn into_value(self) -> Result<Value, IntoValueError> {
-        let json = serde_json::to_value(&self.0).map_err(|e| {
-            IntoValueError::new(format!("cannot convert {} to a value: {e}", short_type_name::<T>()))
-        })?;
+        let json = serde_json::to_value(&self.0)
+            .map_err(|e| IntoValueError::new(format!("cannot convert {} to a value: {e}", short_type_name::<T>())))?;
         from_json(json)
     }
 }
@@ -110,12 +109,10 @@ fn from_json(json: serde_json::Value) -> Result<Value, IntoValueError> {
             }
         }
         serde_json::Value::String(s) => Value::String(s),
-        serde_json::Value::Array(items) => {
-            Value::List(items.into_iter().map(from_json).collect::<Result<_, _>>()?)
+        serde_json::Value::Array(items) => Value::List(items.into_iter().map(from_json).collect::<Result<_, _>>()?),
+        serde_json::Value::Object(entries) => {
+            Value::Dict(entries.into_iter().map(|(k, v)| Ok((k, from_json(v)?))).collect::<Result<_, _>>()?)
         }
-        serde_json::Value::Object(entries) => Value::Dict(
-            entries.into_iter().map(|(k, v)| Ok((k, from_json(v)?))).collect::<Result<_, _>>()?,
-        ),
     })
 }
 

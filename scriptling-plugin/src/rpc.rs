@@ -82,9 +82,10 @@ pub(crate) fn parse_frame(line: &[u8]) -> Frame<'_> {
     let first = line.iter().find(|b| !b.is_ascii_whitespace()).copied();
     if first == Some(b'[') {
         return match serde_json::from_slice::<Vec<&RawValue>>(line) {
-            Ok(items) if items.is_empty() => {
-                Frame::Single(Message::Invalid(None, RpcError::new(ErrorCode::InvalidRequest, "invalid request: empty batch")))
-            }
+            Ok(items) if items.is_empty() => Frame::Single(Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, "invalid request: empty batch"),
+            )),
             Ok(items) => Frame::Batch(items.into_iter().map(|raw| classify(raw.get().as_bytes())).collect()),
             Err(e) => Frame::Single(Message::Invalid(None, parse_error(&e))),
         };
@@ -101,7 +102,10 @@ fn classify(bytes: &[u8]) -> Message<'_> {
         let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
             return Message::Invalid(
                 envelope.id,
-                RpcError::new(ErrorCode::InvalidRequest, "invalid request: \"method\" must be a string without escapes"),
+                RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    "invalid request: \"method\" must be a string without escapes",
+                ),
             );
         };
         let params = envelope.params.filter(|p| p.get() != "null");
@@ -126,7 +130,7 @@ fn classify(bytes: &[u8]) -> Message<'_> {
 /// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
 /// that is not a request object (-32600).
 fn invalid_envelope<'a>(bytes: &'a [u8], err: &serde_json::Error) -> Message<'a> {
-    if serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
+    if std::str::from_utf8(bytes).is_err() || serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
         return Message::Invalid(None, parse_error(err));
     }
     #[derive(Deserialize)]
@@ -177,12 +181,16 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcE
 /// Serialises `value` as a result, or explains (for the call `qualified`) why
 /// it cannot be sent.
 pub(crate) fn encode_result<T: Serialize + ?Sized>(value: &T, qualified: &str) -> Result<Vec<u8>, RpcError> {
-    serde_json::to_vec(value)
-        .map_err(|e| RpcError::application(format!("{qualified}(): cannot send the result: {e}")))
+    serde_json::to_vec(value).map_err(|e| RpcError::application(format!("{qualified}(): cannot send the result: {e}")))
 }
 
 /// Writes a request frame for one of the plugin's own calls into `out`.
-pub(crate) fn write_request<P: Serialize + ?Sized>(out: &mut Vec<u8>, id: u64, method: &str, params: &P) -> serde_json::Result<()> {
+pub(crate) fn write_request<P: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    id: u64,
+    method: &str,
+    params: &P,
+) -> serde_json::Result<()> {
     #[derive(Serialize)]
     struct Outgoing<'a, P: ?Sized> {
         jsonrpc: &'static str,

@@ -203,7 +203,13 @@ impl Host {
             .name("scriptling-test-host".into())
             .spawn(move || read_loop(&reader_shared, reader))
             .expect("spawn the host reader thread");
-        Host { shared, next_id: AtomicU64::new(1), unrouted: Mutex::new(unrouted_rx), timeout: DEFAULT_TIMEOUT, backend }
+        Host {
+            shared,
+            next_id: AtomicU64::new(1),
+            unrouted: Mutex::new(unrouted_rx),
+            timeout: DEFAULT_TIMEOUT,
+            backend,
+        }
     }
 
     /// Changes how long requests wait for their response.
@@ -462,7 +468,8 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
             std::thread::spawn(move || answer_plugin_request(&shared, &frame));
             continue;
         }
-        let waiter = frame.get("id").and_then(serde_json::Value::as_u64).and_then(|id| lock(&shared.pending).remove(&id));
+        let waiter =
+            frame.get("id").and_then(serde_json::Value::as_u64).and_then(|id| lock(&shared.pending).remove(&id));
         match waiter {
             Some(tx) => {
                 let _ = tx.send(frame);

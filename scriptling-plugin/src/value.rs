@@ -259,9 +259,8 @@ mod tests {
 
     #[test]
     fn display_reads_like_scriptling() {
-        let v: Value = [("a", Value::from(1.0)), ("b", Value::from(vec![Value::Null, true.into()]))]
-            .into_iter()
-            .collect();
+        let v: Value =
+            [("a", Value::from(1.0)), ("b", Value::from(vec![Value::Null, true.into()]))].into_iter().collect();
         assert_eq!(v.to_string(), r#"{"a": 1.0, "b": [None, True]}"#);
         assert_eq!(Value::from(0.25).to_string(), "0.25");
     }

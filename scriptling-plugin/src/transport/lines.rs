@@ -69,10 +69,7 @@ mod tests {
 
     #[test]
     fn splits_skips_blanks_and_strips_cr() {
-        assert_eq!(
-            lines(b"a\r\n\n  \r\nb\nlast", 100),
-            vec![Ok("a".into()), Ok("b".into()), Ok("last".into())]
-        );
+        assert_eq!(lines(b"a\r\n\n  \r\nb\nlast", 100), vec![Ok("a".into()), Ok("b".into()), Ok("last".into())]);
     }
 
     #[test]

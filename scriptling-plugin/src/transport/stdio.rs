@@ -29,10 +29,7 @@ use crate::writer::FrameWriter;
 /// Serves on stdio with a runtime of its own.
 pub(crate) fn run(core: Core) -> Result<(), ServeError> {
     let out = guard::take_stdout()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("scriptling-plugin")
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("scriptling-plugin").build()?;
     let result = rt.block_on(serve_connection(Arc::new(core), std::io::stdin(), out));
     // Handlers still running past the grace period are abandoned, not waited for.
     rt.shutdown_background();
@@ -86,7 +83,10 @@ fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>, rt: &Ha
             Ok(Line::TooLong(len)) => {
                 let err = RpcError::new(
                     ErrorCode::InvalidRequest,
-                    format!("invalid request: the line of at least {len} bytes exceeds the limit of {} bytes", reader_max(conn)),
+                    format!(
+                        "invalid request: the line of at least {len} bytes exceeds the limit of {} bytes",
+                        reader_max(conn)
+                    ),
                 );
                 let mut frame = Vec::new();
                 rpc::write_error(&mut frame, None, &err);

@@ -1,0 +1,110 @@
+//! Plugins as the host sees them: separate executables spoken to over their
+//! stdin and stdout. Covers the hello example, exit codes on shutdown and
+//! EOF, and the stdout guard.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use scriptling_plugin::Value;
+use scriptling_plugin::testing::Host;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn fixture() -> Host {
+    Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).expect("spawn the fixture plugin")
+}
+
+#[test]
+fn hello_example_matches_the_upstream_surface() {
+    let mut host = Host::spawn_example("hello").expect("spawn the hello example (built by cargo test)");
+    let hs = host.handshake().unwrap();
+    assert_eq!(hs["protocol"], "1.0");
+    assert_eq!(hs["transport"], "json");
+    assert_eq!(hs["library"]["name"], "hello");
+    let functions: Vec<&str> =
+        hs["schema"]["functions"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(functions[..2], ["greet", "label"]);
+    assert_eq!(
+        hs["schema"]["constants"][0],
+        json!({"name": "default_name", "value": {"type": "string", "value": "World"}})
+    );
+    assert_eq!(host.call("greet", [Value::from("Ada")]).unwrap(), Value::from("Hello, Ada"));
+    assert_eq!(host.call("label", [Value::from("Ada")]).unwrap(), Value::from("built:Ada"));
+    assert_eq!(
+        host.call("greet", [Value::Int(7)]).unwrap_err().message(),
+        "greet(): argument 'name' must be a string, got int"
+    );
+    host.shutdown().unwrap();
+    let status = host.wait(WAIT).unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(host.stray_output().is_empty(), "{:?}", host.stray_output());
+}
+
+#[test]
+fn shutdown_exits_zero_without_stdin_closing_and_finishes_in_flight_calls() {
+    let mut host = fixture();
+    host.handshake().unwrap();
+    host.send_raw(r#"{"jsonrpc":"2.0","id":"slow","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":400}]}}"#)
+        .unwrap();
+    host.send_raw(r#"{"jsonrpc":"2.0","id":"slow-async","method":"function.call","params":{"name":"async_sleep_ms","args":[{"type":"int","value":400}]}}"#)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    host.shutdown().unwrap();
+    assert!(started.elapsed() < Duration::from_millis(300), "shutdown is answered at once");
+    // stdin stays open: the plugin must exit on its own.
+    let status = host.wait(WAIT).unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut answered: Vec<serde_json::Value> =
+        (0..2).filter_map(|_| host.next_frame(Duration::from_secs(1))).map(|f| f["id"].clone()).collect();
+    answered.sort_by_key(ToString::to_string);
+    assert_eq!(answered, [json!("slow"), json!("slow-async")], "in-flight calls finish before exit");
+}
+
+#[test]
+fn stdin_eof_exits_zero_promptly() {
+    let mut host = fixture();
+    host.handshake().unwrap();
+    let started = Instant::now();
+    host.close_input();
+    let status = host.wait(WAIT).unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_panic_is_an_error_response_and_the_process_keeps_serving() {
+    let host = fixture();
+    let err = host.call("boom", []).unwrap_err();
+    assert_eq!(err.message(), "boom(): panicked: kaboom");
+    assert_eq!(host.call("echo", [Value::Int(5)]).unwrap(), Value::Int(5));
+    assert!(host.stderr().contains("kaboom"), "the panic report goes to stderr");
+}
+
+#[test]
+fn stdout_guard_keeps_prints_off_the_protocol_stream() {
+    let mut host = fixture();
+    host.handshake().unwrap();
+    for _ in 0..3 {
+        assert_eq!(host.call("noisy", [Value::from("quiet")]).unwrap(), Value::from("QUIET"));
+    }
+    host.shutdown().unwrap();
+    host.wait(WAIT).unwrap();
+    assert!(host.stray_output().is_empty(), "stdout carried non-protocol bytes: {:?}", host.stray_output());
+    let stderr = host.stderr();
+    assert_eq!(stderr.matches("println noise from the plugin").count(), 3, "{stderr}");
+    assert_eq!(stderr.matches("raw fd 1 noise").count(), 3, "{stderr}");
+    assert!(stderr.contains("unterminated noise"), "{stderr}");
+}
+
+#[test]
+fn malformed_lines_do_not_stop_a_real_process() {
+    let host = fixture();
+    host.send_raw("this is not json").unwrap();
+    let f = host.next_frame(WAIT).unwrap();
+    assert_eq!((f["id"].clone(), f["error"]["code"].clone()), (json!(null), json!(-32700)));
+    host.send_raw([0xff, 0xfe, b'{', b'}']).unwrap();
+    assert_eq!(host.next_frame(WAIT).unwrap()["error"]["code"], -32700);
+    assert_eq!(host.call("echo", [Value::from("still here")]).unwrap(), Value::from("still here"));
+}
