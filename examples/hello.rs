@@ -6,7 +6,7 @@
 //! scriptling --plugin-dir target/debug/examples -c 'import plugin.hello; print(plugin.hello.greet("Ada"))'
 //! ```
 
-use scriptling_plugin::{Plugin, ServeError, plugin_fn};
+use scriptling_plugin::{Plugin, ServeError, plugin_class, plugin_fn};
 
 /// Returns a greeting for `name`.
 #[plugin_fn]
@@ -20,10 +20,59 @@ fn label(name: String) -> String {
     format!("built:{name}")
 }
 
+/// A named configuration.
+#[plugin_class]
+struct Config {
+    name: String,
+}
+
+#[plugin_class]
+impl Config {
+    /// Creates a configuration called `name`.
+    #[constructor]
+    fn new(name: String) -> Self {
+        Config { name }
+    }
+
+    /// Returns the configuration's name, whatever the key.
+    fn get(&self, key: String) -> String {
+        let _ = key;
+        self.name.clone()
+    }
+}
+
+/// A counter that starts at `start`.
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    /// Creates a counter starting at `start`.
+    #[constructor]
+    fn new(start: i64) -> Self {
+        Counter { value: start }
+    }
+
+    /// Adds `amount` and returns the new value.
+    fn inc(&mut self, amount: i64) -> i64 {
+        self.value += amount;
+        self.value
+    }
+
+    /// Returns the current value.
+    fn get(&self) -> i64 {
+        self.value
+    }
+}
+
 fn main() -> Result<(), ServeError> {
     Plugin::new("hello", "1.0.0", "Example Rust plugin")
         .function::<greet>()
         .function::<label>()
+        .class::<Config>()
+        .class::<Counter>()
         .constant("default_name", "World")
         .run()
 }

@@ -108,3 +108,46 @@ fn malformed_lines_do_not_stop_a_real_process() {
     assert_eq!(host.next_frame(WAIT).unwrap()["error"]["code"], -32700);
     assert_eq!(host.call("echo", [Value::from("still here")]).unwrap(), Value::from("still here"));
 }
+
+#[test]
+fn hello_example_classes() {
+    let host = Host::spawn_example("hello").unwrap();
+    let hs = host.handshake().unwrap();
+    let classes: Vec<&str> =
+        hs["schema"]["classes"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(classes, ["Config", "Counter"]);
+    let config = host.new_object("Config", [Value::from("prod")]).unwrap();
+    assert_eq!(host.call_method(&config.id, "get", [Value::from("anything")]).unwrap(), Value::from("prod"));
+    let counter = host.new_object("Counter", [Value::Int(10)]).unwrap();
+    assert_eq!(host.call_method(&counter.id, "inc", [Value::Int(5)]).unwrap(), Value::Int(15));
+    assert_eq!(host.call_method(&counter.id, "get", []).unwrap(), Value::Int(15));
+    assert_eq!(
+        host.call_method(&counter.id, "inc", [Value::from("x")]).unwrap_err().message(),
+        "Counter.inc(): argument 'amount' must be an int, got string"
+    );
+    host.destroy(&counter.id).unwrap();
+    host.destroy(&counter.id).unwrap();
+}
+
+#[test]
+fn properties_example_matches_upstream() {
+    let host = Host::spawn_example("properties").unwrap();
+    let hs = host.handshake().unwrap();
+    assert_eq!(hs["library"]["name"], "properties");
+    assert_eq!(
+        hs["schema"]["classes"][0]["properties"],
+        json!([
+            {"name": "value", "description": "The current value; assignable.", "settable": true},
+            {"name": "label", "description": "A label describing the counter (read-only).", "settable": false}
+        ])
+    );
+    let c = host.new_object("Counter", [Value::Int(5)]).unwrap();
+    assert_eq!(host.call_method(&c.id, "value", []).unwrap(), Value::Int(5));
+    host.call_method(&c.id, "value", [Value::Int(7)]).unwrap();
+    assert_eq!(host.call_method(&c.id, "label", []).unwrap(), Value::from("counter:7"));
+    assert_eq!(
+        host.call_method(&c.id, "label", [Value::from("x")]).unwrap_err().message(),
+        "can't set attribute 'label': property is read-only"
+    );
+    assert_eq!(host.call_method(&c.id, "add", [Value::Int(3)]).unwrap(), Value::Int(10));
+}

@@ -30,3 +30,17 @@ pub(crate) fn with_item(item: TokenStream, error: &syn::Error) -> TokenStream {
     let errors = error.to_compile_error();
     quote::quote!(#item #errors)
 }
+
+/// Where to point an error about the kind of item an attribute is on.
+pub(crate) fn item_span(item: &syn::Item) -> proc_macro2::Span {
+    use syn::spanned::Spanned;
+    match item {
+        syn::Item::Struct(s) => s.struct_token.span,
+        syn::Item::Enum(e) => e.enum_token.span,
+        syn::Item::Impl(i) => i.impl_token.span,
+        syn::Item::Mod(m) => m.mod_token.span,
+        syn::Item::Fn(f) => f.sig.fn_token.span,
+        syn::Item::Trait(t) => t.trait_token.span,
+        other => other.span(),
+    }
+}

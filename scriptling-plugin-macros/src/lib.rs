@@ -11,7 +11,9 @@ mod attrs;
 mod docs;
 mod errors;
 mod params;
+mod plugin_class;
 mod plugin_fn;
+mod shim;
 
 /// Exports a free function (sync or `async`) to Scriptling.
 ///
@@ -45,4 +47,54 @@ mod plugin_fn;
 #[proc_macro_attribute]
 pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
     plugin_fn::expand(attr.into(), item.into()).into()
+}
+
+/// Exports a struct and its impl block to Scriptling as a class.
+///
+/// Put it on the struct (identity: name and description) **and** on one
+/// inherent impl block (constructor, methods, properties); the two meet
+/// through traits, and `Plugin::class::<Counter>()` registers the class.
+///
+/// On the struct:
+///
+/// | option | meaning |
+/// |---|---|
+/// | `name = "..."` | the class name Scriptling sees (default: the Rust name) |
+///
+/// In the impl block:
+///
+/// | attribute | on | meaning |
+/// |---|---|---|
+/// | `#[constructor]` | `fn new(..) -> Self` or `-> Result<Self, E>` | exactly one; Scriptling's `Counter(...)` |
+/// | (none) | `fn m(&self, ..)` / `fn m(&mut self, ..)`, sync or `async` | a method; `&self` calls may share the object, `&mut self` calls get it alone |
+/// | `#[plugin_fn(name = "...")]` | a method | renames it |
+/// | `#[property]` | `fn p(&self) -> T` | a read-only property |
+/// | `#[property(settable)]` | `fn p(&self) -> T` | a property assigned through `fn set_p(&mut self, value: T)`, which is not exported as a method |
+/// | `#[property(name = "...")]` | a getter | renames the property |
+/// | `#[del]` | `fn close(&mut self)` | runs when the object is destroyed, before `Drop` |
+///
+/// Doc comments become the help text of the class, constructor, methods and
+/// properties. Parameters follow the same rules as [`macro@plugin_fn`].
+///
+/// ```ignore
+/// /// Counts things.
+/// #[plugin_class]
+/// struct Counter { value: i64 }
+///
+/// #[plugin_class]
+/// impl Counter {
+///     #[constructor]
+///     fn new(#[arg(default = 0)] start: i64) -> Self { Counter { value: start } }
+///
+///     /// Adds `amount` and returns the new value.
+///     fn inc(&mut self, #[arg(default = 1)] amount: i64) -> i64 { self.value += amount; self.value }
+///
+///     #[property(settable)]
+///     fn value(&self) -> i64 { self.value }
+///     fn set_value(&mut self, value: i64) { self.value = value }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn plugin_class(attr: TokenStream, item: TokenStream) -> TokenStream {
+    plugin_class::expand(attr.into(), item.into()).into()
 }

@@ -1,8 +1,8 @@
 //! `#[plugin_fn]`: a descriptor type beside the function, implementing
 //! `PluginFunction` with a call to the runtime's `Function` builder.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
 use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{FnArg, Item, ItemFn, LitStr, ReturnType};
@@ -11,13 +11,14 @@ use crate::attrs;
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
+use crate::shim;
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let parsed = match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Fn(f)) => f,
         Ok(other) => {
             let err = syn::Error::new(
-                item_span(&other),
+                crate::errors::item_span(&other),
                 "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
             );
             return errors::with_item(item, &err);
@@ -32,16 +33,6 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(()) => generate(&func, &params, &options),
         // The function without our `#[arg]` attributes, so it still compiles.
         Err(e) => errors::with_item(quote!(#func), &e),
-    }
-}
-
-fn item_span(item: &Item) -> Span {
-    match item {
-        Item::Struct(s) => s.struct_token.span,
-        Item::Enum(e) => e.enum_token.span,
-        Item::Impl(i) => i.impl_token.span,
-        Item::Mod(m) => m.mod_token.span,
-        other => other.span(),
     }
 }
 
@@ -101,32 +92,11 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let ident = &func.sig.ident;
     let vis = &func.vis;
     let name = options.name.as_ref().map_or_else(|| params::unraw(ident), LitStr::value);
-    let doc = docs::doc_text(&func.attrs);
     let krate = quote!(::scriptling_plugin);
-    let args = format_ident!("__scriptling_args");
-
-    let bindings: Vec<_> = (0..params.len()).map(|i| format_ident!("__scriptling_arg{}", i)).collect();
-    let takes = params.iter().zip(&bindings).enumerate().map(|(i, (p, binding))| {
-        let ty = &p.ty;
-        let take = match &p.default {
-            None => quote_spanned!(ty.span()=> #args.take::<#ty>(#i)?),
-            Some(default) => {
-                let value = params::default_value(default);
-                quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#i, || #value)?)
-            }
-        };
-        quote!(let #binding: #ty = #take;)
-    });
-    let declare = params.iter().map(|p| {
-        let pname = &p.name;
-        match &p.default {
-            None => quote!(.param(#pname)),
-            Some(default) => {
-                let shown = params::shown_default(default);
-                quote!(.optional_param(#pname, #shown))
-            }
-        }
-    });
+    let args = shim::args_ident();
+    let (takes, bindings) = shim::take_args(params);
+    let declare = shim::declare_params(params);
+    let description = shim::description(&docs::doc_text(&func.attrs));
     let ret_span = match &func.sig.output {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => ident.span(),
@@ -136,7 +106,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
         let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call.await));
         quote_spanned!(ident.span()=>
             #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
-                #(#takes)*
+                #takes
                 ::core::result::Result::Ok(async move { #finish })
             })
         )
@@ -144,12 +114,11 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
         let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call));
         quote_spanned!(ident.span()=>
             #krate::Function::sync(#name, |#args: &mut #krate::Args| {
-                #(#takes)*
+                #takes
                 #finish
             })
         )
     };
-    let description = (!doc.is_empty()).then(|| quote!(.description(#doc)));
     quote! {
         #func
 
@@ -160,7 +129,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
         impl #krate::PluginFunction for #ident {
             fn function() -> #krate::Function {
                 #body
-                #(#declare)*
+                #declare
                 #description
             }
         }

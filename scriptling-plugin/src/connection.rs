@@ -14,9 +14,11 @@ use serde_json::value::RawValue;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
+use crate::context::{self, CallScope, CallState, Scoped};
 use crate::error::{ErrorCode, RpcError};
 use crate::function::{Args, BoxFuture, CallOutcome, Function, Handler, Signature};
 use crate::inflight::{InFlight, InFlightGuard};
+use crate::objects::{self, Entry};
 use crate::outgoing::Outgoing;
 use crate::panic::{self, CatchUnwind};
 use crate::plugin::Core;
@@ -58,6 +60,8 @@ pub(crate) struct Connection {
     pub(crate) inflight: Arc<InFlight>,
     shutting_down: AtomicBool,
     control: mpsc::UnboundedSender<Control>,
+    /// Tells the objects of different clients apart (0 on stdio).
+    pub(crate) client_id: u64,
 }
 
 #[derive(Deserialize)]
@@ -69,9 +73,48 @@ struct CallParams {
     kwargs: Option<BTreeMap<String, Value>>,
 }
 
+#[derive(Deserialize)]
+struct NewParams {
+    class: String,
+    #[serde(default)]
+    args: Option<Vec<Value>>,
+    #[serde(default)]
+    kwargs: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct MethodParams {
+    object_id: String,
+    method: String,
+    #[serde(default)]
+    args: Option<Vec<Value>>,
+    #[serde(default)]
+    kwargs: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct DestroyParams {
+    object_id: String,
+}
+
+/// How a call's value becomes its result.
+#[derive(Clone, Copy)]
+enum Encode {
+    /// As a transport value.
+    Value,
+    /// As the bare `{"library","class","id"}` that `object.new` answers with.
+    NewObject,
+}
+
 impl Connection {
-    pub(crate) fn new(core: Arc<Core>, writer: FrameWriter, control: mpsc::UnboundedSender<Control>) -> Self {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        writer: FrameWriter,
+        control: mpsc::UnboundedSender<Control>,
+        client_id: u64,
+    ) -> Self {
         Self {
+            client_id,
             core,
             writer,
             outgoing: Outgoing::new(),
@@ -146,6 +189,9 @@ impl Connection {
         }
         let work = match req.method {
             "function.call" => self.prepare_call(req.params),
+            "object.new" => self.prepare_new(req.params),
+            "object.call_method" => self.prepare_method(req.params),
+            "object.destroy" => self.prepare_destroy(req.params),
             "scriptling.handshake" => Work::Ready(Ok(self.core.handshake.clone())),
             "environment.open" | "environment.close" => Work::Ready(Ok(b"null".to_vec())),
             "ping" => Work::Ready(Ok(br#"{"status":"ok"}"#.to_vec())),
@@ -155,7 +201,7 @@ impl Connection {
         self.job(id, work)
     }
 
-    fn prepare_call(&self, params: Option<&RawValue>) -> Work {
+    fn prepare_call(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
         let params: CallParams = match parse_params("function.call", params) {
             Ok(p) => p,
             Err(e) => return Work::Ready(Err(e)),
@@ -166,7 +212,133 @@ impl Connection {
                 params.name, self.core.function_list
             ))));
         };
-        invoke(function, params.args.unwrap_or_default(), params.kwargs.unwrap_or_default())
+        self.invoke(function, None, params.args.unwrap_or_default(), params.kwargs.unwrap_or_default(), Encode::Value)
+    }
+
+    fn prepare_new(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
+        let params: NewParams = match parse_params("object.new", params) {
+            Ok(p) => p,
+            Err(e) => return Work::Ready(Err(e)),
+        };
+        let Some(class) = self.core.classes.get(&params.class) else {
+            return Work::Ready(Err(RpcError::application(format!(
+                "unknown class {} (available: {})",
+                params.class, self.core.class_list
+            ))));
+        };
+        let args = params.args.unwrap_or_default();
+        self.invoke(&class.constructor, None, args, params.kwargs.unwrap_or_default(), Encode::NewObject)
+    }
+
+    fn prepare_method(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
+        let params: MethodParams = match parse_params("object.call_method", params) {
+            Ok(p) => p,
+            Err(e) => return Work::Ready(Err(e)),
+        };
+        let Some(entry) = self.core.objects.get(&params.object_id) else {
+            return Work::Ready(Err(RpcError::application(self.unknown_object(&params.object_id))));
+        };
+        let class = Arc::clone(&entry.class);
+        let args = params.args.unwrap_or_default();
+        let kwargs = params.kwargs.unwrap_or_default();
+        if let Some(method) = class.methods.get(&params.method) {
+            return self.invoke(method, Some(entry), args, kwargs, Encode::Value);
+        }
+        let Some(property) = class.properties.get(&params.method) else {
+            return Work::Ready(Err(RpcError::application(format!(
+                "unknown method {} on {} (available: {})",
+                params.method, class.name, class.member_list
+            ))));
+        };
+        let name = &params.method;
+        let refuse = |message: String| Work::Ready(Err(RpcError::application(message)));
+        match (args.len(), kwargs.is_empty()) {
+            (0, true) => self.invoke(&property.getter, Some(entry), args, kwargs, Encode::Value),
+            (0, false) => refuse(format!("property '{name}' of {} does not accept keyword arguments", class.name)),
+            (1, true) => match &property.setter {
+                Some(setter) => self.invoke(setter, Some(entry), args, kwargs, Encode::Value),
+                None => refuse(format!("can't set attribute '{name}': property is read-only")),
+            },
+            (n, _) => refuse(format!(
+                "property '{name}' of {} takes no arguments to get or one positional argument to set, got {n}{}",
+                class.name,
+                if kwargs.is_empty() { "" } else { " and keyword arguments" }
+            )),
+        }
+    }
+
+    fn prepare_destroy(&self, params: Option<&RawValue>) -> Work {
+        let params: DestroyParams = match parse_params("object.destroy", params) {
+            Ok(p) => p,
+            Err(e) => return Work::Ready(Err(e)),
+        };
+        // Idempotent: an unknown or already destroyed id is not an error.
+        match self.core.objects.remove(&params.object_id) {
+            None => Work::Ready(Ok(b"null".to_vec())),
+            // The destroy hook and Drop are plugin code: run them off the reader.
+            Some(entry) => Work::Blocking(Box::new(move || {
+                objects::release(vec![entry]);
+                Ok(b"null".to_vec())
+            })),
+        }
+    }
+
+    fn unknown_object(&self, id: &str) -> String {
+        let (ids, total) = self.core.objects.some_ids(10);
+        let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
+        match total {
+            0 => format!("unknown object {id} (no objects are alive)"),
+            n if n > listed.len() => {
+                format!("unknown object {id} (alive: {}, and {} more)", listed.join(", "), n - listed.len())
+            }
+            _ => format!("unknown object {id} (alive: {})", listed.join(", ")),
+        }
+    }
+
+    /// Prepares a call of `function` (on `receiver`, for methods), run inside
+    /// the call's context.
+    fn invoke(
+        self: &Arc<Self>,
+        function: &Function,
+        receiver: Option<Entry>,
+        positional: Vec<Value>,
+        keywords: BTreeMap<String, Value>,
+        encode: Encode,
+    ) -> Work {
+        let signature = Arc::clone(&function.signature);
+        let handler = Arc::clone(&function.handler);
+        let receiver = receiver.map(|e| (e, Arc::clone(&self.core.library)));
+        let scope = CallScope { conn: Arc::clone(self), call: Arc::new(CallState::default()) };
+        match &*handler {
+            Handler::Sync(_) => Work::Blocking(Box::new(move || {
+                let Handler::Sync(f) = &*handler else { unreachable!("checked above") };
+                let entered = context::enter(scope.clone());
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    Args::bind(Arc::clone(&signature), receiver, positional, keywords).and_then(|mut args| f(&mut args))
+                }));
+                drop(entered);
+                scope.call.finish();
+                finish(&signature, encode, result.map_err(|p| panic::message(&*p).to_owned()))
+            })),
+            Handler::Async(_) => {
+                let call = Arc::clone(&scope.call);
+                let run = async move {
+                    let Handler::Async(f) = &*handler else { unreachable!("checked above") };
+                    let started = catch_unwind(AssertUnwindSafe(|| {
+                        Args::bind(Arc::clone(&signature), receiver, positional, keywords)
+                            .and_then(|mut args| f(&mut args))
+                    }));
+                    let result = match started {
+                        Ok(Ok(fut)) => CatchUnwind(fut).await,
+                        Ok(Err(e)) => Ok(Err(e)),
+                        Err(p) => Err(panic::message(&*p).to_owned()),
+                    };
+                    call.finish();
+                    finish(&signature, encode, result)
+                };
+                Work::Async(Box::pin(Scoped { scope, inner: Box::pin(run) }))
+            }
+        }
     }
 
     /// Starts a job: ready answers are written at once, sync work goes to
@@ -285,37 +457,15 @@ pub(crate) fn parse_params<T: for<'de> Deserialize<'de>>(
     })
 }
 
-/// Prepares a call of `function` with these arguments.
-pub(crate) fn invoke(function: &Function, positional: Vec<Value>, keywords: BTreeMap<String, Value>) -> Work {
-    let signature = Arc::clone(&function.signature);
-    let handler = Arc::clone(&function.handler);
-    match &*handler {
-        Handler::Sync(_) => Work::Blocking(Box::new(move || {
-            let Handler::Sync(f) = &*handler else { unreachable!("checked above") };
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                Args::bind(Arc::clone(&signature), positional, keywords).and_then(|mut args| f(&mut args))
-            }));
-            finish(&signature, result.map_err(|p| panic::message(&*p).to_owned()))
-        })),
-        Handler::Async(_) => Work::Async(Box::pin(async move {
-            let Handler::Async(f) = &*handler else { unreachable!("checked above") };
-            let started = catch_unwind(AssertUnwindSafe(|| {
-                Args::bind(Arc::clone(&signature), positional, keywords).and_then(|mut args| f(&mut args))
-            }));
-            let result = match started {
-                Ok(Ok(fut)) => CatchUnwind(fut).await,
-                Ok(Err(e)) => Ok(Err(e)),
-                Err(p) => Err(panic::message(&*p).to_owned()),
-            };
-            finish(&signature, result)
-        })),
-    }
-}
-
 /// Encodes a call's result, or names the call in its error.
-fn finish(signature: &Signature, result: Result<CallOutcome, String>) -> Outcome {
+fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, String>) -> Outcome {
     let qualified = &signature.qualified;
     match result {
+        Ok(Ok(Value::Remote(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
+        Ok(Ok(other)) if matches!(encode, Encode::NewObject) => Err(RpcError::application(format!(
+            "{qualified}(): the constructor returned {} instead of a new instance",
+            other.type_name()
+        ))),
         Ok(Ok(value)) => rpc::encode_result(&value, qualified),
         Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
         Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),

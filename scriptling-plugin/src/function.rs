@@ -24,8 +24,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::class::PluginClass;
 use crate::convert::{FromValue, IntoValue};
 use crate::error::CallError;
+use crate::objects::{Entry, Ref};
 use crate::value::Value;
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -241,12 +243,15 @@ impl<T: IntoValue, E: Display> IntoCallResult for Result<T, E> {
 pub struct Args {
     signature: Arc<Signature>,
     slots: Vec<Option<Value>>,
+    /// The object a method was called on, and the library name for its refs.
+    receiver: Option<(Entry, Arc<str>)>,
 }
 
 impl Args {
     /// Binds positional and keyword arguments to `signature`'s parameters.
     pub(crate) fn bind(
         signature: Arc<Signature>,
+        receiver: Option<(Entry, Arc<str>)>,
         positional: Vec<Value>,
         keywords: impl IntoIterator<Item = (String, Value)>,
     ) -> Result<Args, CallError> {
@@ -285,7 +290,19 @@ impl Args {
             let plural = if missing.len() == 1 { "" } else { "s" };
             return Err(CallError::about_call(format!("missing required argument{plural} {names}")));
         }
-        Ok(Args { signature, slots })
+        Ok(Args { signature, slots, receiver })
+    }
+
+    /// The object a method was called on.
+    ///
+    /// Fails when the callable was not called as a method of a `T` object.
+    pub fn receiver<T: PluginClass>(&self) -> Result<Ref<T>, CallError> {
+        let Some((entry, library)) = &self.receiver else {
+            return Err(CallError::about_call("must be called as a method on an object"));
+        };
+        Ref::from_entry(entry.clone(), Arc::clone(library)).ok_or_else(|| {
+            CallError::about_call(format!("must be called on a {} object, not a {} object", T::NAME, entry.class.name))
+        })
     }
 
     /// Takes and converts the required argument at `index`.
@@ -372,7 +389,7 @@ mod tests {
 
     fn bind_err(params: &[(&'static str, bool)], pos: Vec<Value>, kw: &[(&str, Value)]) -> String {
         let kw: BTreeMap<String, Value> = kw.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        match Args::bind(sig(params), pos, kw) {
+        match Args::bind(sig(params), None, pos, kw) {
             Ok(_) => panic!("expected an error"),
             Err(e) => e.into_message("greet"),
         }
@@ -401,12 +418,13 @@ mod tests {
     #[test]
     fn take_converts_and_names_the_argument() {
         let mut args =
-            Args::bind(sig(&[("name", true), ("greeting", false)]), vec![Value::Int(5)], BTreeMap::new()).unwrap();
+            Args::bind(sig(&[("name", true), ("greeting", false)]), None, vec![Value::Int(5)], BTreeMap::new())
+                .unwrap();
         let err = args.take::<String>(0).unwrap_err().into_message("greet");
         assert_eq!(err, "greet(): argument 'name' must be a string, got int");
         assert_eq!(args.take_or_else(1, || "Hi".to_string()).unwrap(), "Hi");
         let mut args =
-            Args::bind(sig(&[("names", true)]), vec![Value::List(vec!["a".into(), 2.into()])], BTreeMap::new())
+            Args::bind(sig(&[("names", true)]), None, vec![Value::List(vec!["a".into(), 2.into()])], BTreeMap::new())
                 .unwrap();
         let err = args.take::<Vec<String>>(0).unwrap_err().into_message("greet");
         assert_eq!(err, "greet(): argument 'names'[1] must be a string, got int");
@@ -416,7 +434,7 @@ mod tests {
     fn keywords_fill_parameters_by_name() {
         let kw =
             BTreeMap::from([("greeting".to_string(), Value::from("Yo")), ("name".to_string(), Value::from("Ada"))]);
-        let mut args = Args::bind(sig(&[("name", true), ("greeting", false)]), vec![], kw).unwrap();
+        let mut args = Args::bind(sig(&[("name", true), ("greeting", false)]), None, vec![], kw).unwrap();
         assert_eq!(args.take::<String>(0).unwrap(), "Ada");
         assert_eq!(args.take_or_else(1, String::new).unwrap(), "Yo");
     }

@@ -28,14 +28,17 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod class;
 pub mod codec;
 pub mod convert;
 pub mod function;
 
 mod connection;
+mod context;
 mod error;
 mod inflight;
 mod json;
+mod objects;
 mod outgoing;
 mod panic;
 mod plugin;
@@ -48,18 +51,21 @@ mod writer;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use class::{Class, PluginClass, PluginClassMethods, Property};
 pub use convert::{FromValue, FromValueError, IntoValue, IntoValueError};
 pub use error::{CallError, ErrorCode, RpcError, ServeError};
 pub use function::{Args, Function, IntoCallResult, Param};
 pub use json::Json;
+pub use objects::{ReadGuard, Ref, WriteGuard, into_remote};
 pub use plugin::{Plugin, PluginFunction};
 pub use value::{CallbackRef, RemoteRef, Value};
 
 #[cfg(feature = "macros")]
-pub use scriptling_plugin_macros::plugin_fn;
+pub use scriptling_plugin_macros::{plugin_class, plugin_fn};
 
 /// Items used by the code the attributes generate. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::class::ConstructorReturn;
     pub use crate::function::IntoCallResult;
 }

@@ -1,8 +1,13 @@
 //! [`Plugin`]: the builder a plugin's `main` fills in and serves, and the
 //! validated, immutable [`Core`] it becomes.
 
+use std::any::TypeId;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::class::{Class, ClassEntry, PluginClassMethods};
+use crate::objects::ObjectTable;
 
 use crate::convert::{IntoValue, IntoValueError};
 use crate::error::ServeError;
@@ -67,6 +72,7 @@ pub struct Plugin {
     version: String,
     description: String,
     functions: Vec<Function>,
+    classes: Vec<Class>,
     constants: Vec<(String, Result<Value, IntoValueError>)>,
     options: Options,
 }
@@ -93,6 +99,7 @@ impl Plugin {
             version: version.into(),
             description: description.into(),
             functions: Vec::new(),
+            classes: Vec::new(),
             constants: Vec::new(),
             options: Options::default(),
         }
@@ -106,6 +113,17 @@ impl Plugin {
     /// Registers a hand-built [`Function`].
     pub fn add_function(mut self, function: Function) -> Self {
         self.functions.push(function);
+        self
+    }
+
+    /// Registers a `#[plugin_class]` class: `.class::<Counter>()`.
+    pub fn class<C: PluginClassMethods>(self) -> Self {
+        self.add_class(C::class())
+    }
+
+    /// Registers a hand-built [`Class`].
+    pub fn add_class(mut self, class: Class) -> Self {
+        self.classes.push(class);
         self
     }
 
@@ -178,10 +196,21 @@ impl Plugin {
         for f in &self.functions {
             claim(f.name(), "function", &mut problems);
         }
+        for c in &self.classes {
+            claim(c.name(), "class", &mut problems);
+        }
         for (name, value) in &self.constants {
             claim(name, "constant", &mut problems);
             if let Err(e) = value {
                 problems.push(format!("constant {name:?} cannot be sent: {e}"));
+            }
+        }
+        let classes: Vec<Arc<ClassEntry>> =
+            self.classes.into_iter().map(|c| Arc::new(c.into_entry(&mut problems))).collect();
+        let mut by_type = HashMap::new();
+        for class in &classes {
+            if by_type.insert(class.type_id, Arc::clone(class)).is_some() {
+                problems.push(format!("class {} is registered twice for the same Rust type", class.name));
             }
         }
         if !problems.is_empty() {
@@ -200,7 +229,7 @@ impl Plugin {
                     .iter()
                     .map(|f| FunctionSchema { name: f.name(), description: f.help() })
                     .collect(),
-                classes: Vec::new(),
+                classes: classes.iter().map(|c| c.schema.schema()).collect(),
                 constants: constants.iter().map(|(name, value)| ConstantSchema { name, value }).collect(),
             },
         };
@@ -209,9 +238,17 @@ impl Plugin {
         let mut sorted: Vec<&str> = self.functions.iter().map(Function::name).collect();
         sorted.sort_unstable();
         let function_list = if sorted.is_empty() { "none".to_owned() } else { sorted.join(", ") };
+        let mut class_names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+        class_names.sort_unstable();
+        let class_list = if class_names.is_empty() { "none".to_owned() } else { class_names.join(", ") };
         Ok(Core {
+            library: Arc::from(self.name.as_str()),
             functions: self.functions.into_iter().map(|f| (f.name().to_owned(), f)).collect(),
             function_list,
+            classes: classes.iter().map(|c| (c.name.clone(), Arc::clone(c))).collect(),
+            classes_by_type: by_type,
+            class_list,
+            objects: ObjectTable::default(),
             handshake,
             options: self.options,
         })
@@ -230,12 +267,25 @@ impl std::fmt::Debug for Plugin {
 
 /// A validated plugin, shared by every connection that serves it.
 pub(crate) struct Core {
+    /// The library name, as put in remote references.
+    pub(crate) library: Arc<str>,
     pub(crate) functions: HashMap<String, Function>,
     /// Sorted names for "unknown function" errors.
     pub(crate) function_list: String,
+    pub(crate) classes: HashMap<String, Arc<ClassEntry>>,
+    classes_by_type: HashMap<TypeId, Arc<ClassEntry>>,
+    /// Sorted names for "unknown class" errors.
+    pub(crate) class_list: String,
+    pub(crate) objects: ObjectTable,
     /// The serialised handshake result.
     pub(crate) handshake: Vec<u8>,
     pub(crate) options: Options,
+}
+
+impl Core {
+    pub(crate) fn class_for(&self, type_id: TypeId) -> Option<Arc<ClassEntry>> {
+        self.classes_by_type.get(&type_id).cloned()
+    }
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ where
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();
     let grace = core.options.shutdown_grace;
     let max = core.options.max_frame_bytes;
-    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx));
+    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, 0));
     let reader_conn = Arc::clone(&conn);
     let rt = Handle::current();
     std::thread::Builder::new()
@@ -72,6 +72,11 @@ where
         );
     }
     conn.outgoing.close("the plugin is shutting down");
+    // The host never destroys objects itself on close: drop every one now.
+    let remaining = conn.core.objects.drain(None);
+    if !remaining.is_empty() {
+        let _ = tokio::task::spawn_blocking(move || crate::objects::release(remaining)).await;
+    }
     Ok(())
 }
 

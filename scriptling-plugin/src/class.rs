@@ -1,0 +1,346 @@
+//! Plugin classes: the [`PluginClass`] and [`PluginClassMethods`] traits
+//! (what `#[plugin_class]` implements on a struct and on its impl block), and
+//! the [`Class`] / [`Property`] builder they produce.
+//!
+//! The struct and its impl block meet only through these traits, so each
+//! attribute expands on its own. By hand, a class is:
+//!
+//! ```
+//! use scriptling_plugin::{
+//!     Args, CallError, Class, Function, IntoValue, IntoValueError, Plugin, PluginClass,
+//!     PluginClassMethods, Property, Value,
+//! };
+//!
+//! struct Counter { value: i64 }
+//!
+//! impl PluginClass for Counter {
+//!     const NAME: &'static str = "Counter";
+//!     const DESCRIPTION: &'static str = "Counts things.";
+//! }
+//!
+//! impl IntoValue for Counter {
+//!     fn into_value(self) -> Result<Value, IntoValueError> {
+//!         scriptling_plugin::into_remote(self)
+//!     }
+//! }
+//!
+//! impl PluginClassMethods for Counter {
+//!     fn class() -> Class {
+//!         Class::new::<Counter>()
+//!             .constructor(
+//!                 Function::sync("Counter", |args: &mut Args| {
+//!                     Ok::<_, CallError>(Counter { value: args.take(0)? })
+//!                 })
+//!                 .param("start"),
+//!             )
+//!             .method(
+//!                 Function::sync("inc", |args: &mut Args| {
+//!                     let this = args.receiver::<Counter>()?;
+//!                     let amount: i64 = args.take(0)?;
+//!                     let mut counter = this.write()?;
+//!                     counter.value += amount;
+//!                     Ok::<_, CallError>(counter.value)
+//!                 })
+//!                 .param("amount"),
+//!             )
+//!             .property(Property::new(
+//!                 "value",
+//!                 Function::sync("value", |args: &mut Args| {
+//!                     Ok::<_, CallError>(args.receiver::<Counter>()?.read()?.value)
+//!                 }),
+//!             ))
+//!     }
+//! }
+//!
+//! let plugin = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+//! # let _ = plugin;
+//! ```
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+
+use crate::convert::IntoValue;
+use crate::error::CallError;
+use crate::function::{Function, IntoCallResult};
+use crate::schema::{self, ClassSchema, FunctionSchema, PropertySchema};
+use crate::value::Value;
+
+/// The struct side of a plugin class: its Scriptling name and description.
+///
+/// `#[plugin_class]` on a struct implements it (and `IntoValue`, so methods
+/// and functions can return new instances). A class must be `Send + Sync`:
+/// calls on different threads may use the same object.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a plugin class",
+    label = "`{Self}` does not implement `PluginClass`",
+    note = "add `#[plugin_class]` to `struct {Self}`"
+)]
+pub trait PluginClass: Send + Sync + Sized + 'static {
+    /// The class name Scriptling sees.
+    const NAME: &'static str;
+    /// The class's help text.
+    const DESCRIPTION: &'static str = "";
+}
+
+/// The impl side of a plugin class: its constructor, methods and properties.
+///
+/// `#[plugin_class]` on the class's impl block implements it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no `#[plugin_class]` impl block",
+    label = "`{Self}` does not implement `PluginClassMethods`",
+    note = "add `#[plugin_class]` to the `impl {Self}` block that holds its `#[constructor]`"
+)]
+pub trait PluginClassMethods: PluginClass {
+    /// The class's descriptor.
+    fn class() -> Class;
+}
+
+/// What a `#[constructor]` may return: the class itself, or
+/// `Result<Self, E>` with `E: Display`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a #[constructor] must return `Self` or `Result<Self, E>`",
+    label = "this returns `{Self}`, not `{C}`"
+)]
+pub trait ConstructorReturn<C> {
+    /// Converts the new object into its remote value.
+    fn into_constructed(self) -> Result<Value, CallError>;
+}
+
+impl<C: PluginClass + IntoValue> ConstructorReturn<C> for C {
+    fn into_constructed(self) -> Result<Value, CallError> {
+        self.into_call_result()
+    }
+}
+
+impl<C: PluginClass + IntoValue, E: std::fmt::Display> ConstructorReturn<C> for Result<C, E> {
+    fn into_constructed(self) -> Result<Value, CallError> {
+        self.into_call_result()
+    }
+}
+
+/// A property: a getter, and a setter if Scriptling may assign it.
+///
+/// Scriptling reads a property with `object.call_method(name)` and no
+/// arguments, and sets it with exactly one.
+pub struct Property {
+    name: String,
+    description: String,
+    pub(crate) getter: Function,
+    pub(crate) setter: Option<Function>,
+}
+
+impl Property {
+    /// A read-only property.
+    pub fn new(name: impl Into<String>, getter: Function) -> Self {
+        Self { name: name.into(), description: String::new(), getter, setter: None }
+    }
+
+    /// Makes the property settable; the setter takes one argument.
+    pub fn setter(mut self, setter: Function) -> Self {
+        self.setter = Some(setter);
+        self
+    }
+
+    /// Sets the property's help text.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = text.into();
+        self
+    }
+
+    /// The property's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A class descriptor, built by `#[plugin_class]` or by hand (see the
+/// [module docs](crate::class)), registered with
+/// [`Plugin::class`](crate::Plugin::class) or
+/// [`Plugin::add_class`](crate::Plugin::add_class).
+pub struct Class {
+    name: String,
+    description: String,
+    type_id: TypeId,
+    constructor: Option<Function>,
+    methods: Vec<Function>,
+    properties: Vec<Property>,
+    on_destroy: Option<(TypeId, Box<dyn Any + Send + Sync>)>,
+}
+
+impl Class {
+    /// A class for the Rust type `T`, named and described by its
+    /// [`PluginClass`] implementation.
+    pub fn new<T: PluginClass>() -> Self {
+        Self {
+            name: T::NAME.to_owned(),
+            description: T::DESCRIPTION.to_owned(),
+            type_id: TypeId::of::<T>(),
+            constructor: None,
+            methods: Vec::new(),
+            properties: Vec::new(),
+            on_destroy: None,
+        }
+    }
+
+    /// Sets the constructor: a function returning a new instance.
+    pub fn constructor(mut self, constructor: Function) -> Self {
+        self.constructor = Some(constructor);
+        self
+    }
+
+    /// Adds a method; its handler reaches the object with
+    /// [`Args::receiver`](crate::Args::receiver).
+    pub fn method(mut self, method: Function) -> Self {
+        self.methods.push(method);
+        self
+    }
+
+    /// Adds a property.
+    pub fn property(mut self, property: Property) -> Self {
+        self.properties.push(property);
+        self
+    }
+
+    /// Runs `hook` on an object when it is destroyed (`object.destroy`, or
+    /// shutdown), just before its `Drop`: Scriptling's `__del__`.
+    pub fn on_destroy<T: PluginClass>(mut self, hook: fn(&mut T)) -> Self {
+        self.on_destroy = Some((TypeId::of::<T>(), Box::new(hook)));
+        self
+    }
+
+    /// The class name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Validates the class and turns it into its runtime entry.
+    pub(crate) fn into_entry(self, problems: &mut Vec<String>) -> ClassEntry {
+        let class = &self.name;
+        if !schema::is_identifier(class) {
+            problems.push(format!("class name {class:?} is not a valid Scriptling identifier"));
+        }
+        let constructor = match self.constructor {
+            Some(c) => c.qualify(class.clone()),
+            None => {
+                problems.push(format!("class {class} has no constructor"));
+                Function::sync(class.clone(), |_: &mut crate::Args| {
+                    Err::<(), _>(crate::CallError::new("this class has no constructor"))
+                })
+            }
+        };
+        if let Some((hook_type, _)) = &self.on_destroy {
+            if *hook_type != self.type_id {
+                problems.push(format!("the destroy hook of class {class} is for a different type"));
+            }
+        }
+        let mut members: HashMap<String, &'static str> = HashMap::new();
+        let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
+            if !schema::is_identifier(name) {
+                problems.push(format!("{class}.{name}: {kind} name is not a valid Scriptling identifier"));
+            } else if name.starts_with("__") && name.ends_with("__") {
+                problems.push(format!(
+                    "{class}.{name}: lifecycle names cannot be methods (use a #[constructor] or an on_destroy hook)"
+                ));
+            }
+            if let Some(prev) = members.insert(name.to_owned(), kind) {
+                problems.push(format!("{class}.{name}: {kind} name is already used by a {prev}"));
+            }
+        };
+        for m in &self.methods {
+            claim(m.name(), "method", problems);
+        }
+        for p in &self.properties {
+            claim(&p.name, "property", problems);
+        }
+        let mut member_names: Vec<&str> = members.keys().map(String::as_str).collect();
+        member_names.sort_unstable();
+        let member_list = if member_names.is_empty() { "none".to_owned() } else { member_names.join(", ") };
+
+        let schema = ClassSchemaOwned {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            constructor: (constructor.name().to_owned(), constructor.help().to_owned()),
+            methods: self.methods.iter().map(|m| (m.name().to_owned(), m.help().to_owned())).collect(),
+            properties: self
+                .properties
+                .iter()
+                .map(|p| (p.name.clone(), p.description.clone(), p.setter.is_some()))
+                .collect(),
+        };
+        let methods = self
+            .methods
+            .into_iter()
+            .map(|m| {
+                let qualified = format!("{class}.{}", m.name());
+                (m.name().to_owned(), m.qualify(qualified))
+            })
+            .collect();
+        let properties = self
+            .properties
+            .into_iter()
+            .map(|p| {
+                let qualified = format!("{class}.{}", p.name);
+                let entry = PropertyEntry {
+                    getter: p.getter.qualify(qualified.clone()),
+                    setter: p.setter.map(|s| s.qualify(qualified)),
+                };
+                (p.name, entry)
+            })
+            .collect();
+        ClassEntry {
+            name: self.name,
+            type_id: self.type_id,
+            constructor,
+            methods,
+            properties,
+            member_list,
+            on_destroy: self.on_destroy.map(|(_, hook)| hook),
+            schema,
+        }
+    }
+}
+
+/// A registered class, as dispatch uses it.
+pub(crate) struct ClassEntry {
+    pub(crate) name: String,
+    pub(crate) type_id: TypeId,
+    pub(crate) constructor: Function,
+    pub(crate) methods: HashMap<String, Function>,
+    pub(crate) properties: HashMap<String, PropertyEntry>,
+    /// Sorted method and property names, for "unknown method" errors.
+    pub(crate) member_list: String,
+    /// A `fn(&mut T)` for the class's type.
+    pub(crate) on_destroy: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) schema: ClassSchemaOwned,
+}
+
+pub(crate) struct PropertyEntry {
+    pub(crate) getter: Function,
+    pub(crate) setter: Option<Function>,
+}
+
+/// The class's schema data, in declaration order.
+pub(crate) struct ClassSchemaOwned {
+    name: String,
+    description: String,
+    constructor: (String, String),
+    methods: Vec<(String, String)>,
+    properties: Vec<(String, String, bool)>,
+}
+
+impl ClassSchemaOwned {
+    pub(crate) fn schema(&self) -> ClassSchema<'_> {
+        ClassSchema {
+            name: &self.name,
+            description: &self.description,
+            constructor: FunctionSchema { name: &self.constructor.0, description: &self.constructor.1 },
+            methods: self.methods.iter().map(|(name, description)| FunctionSchema { name, description }).collect(),
+            properties: self
+                .properties
+                .iter()
+                .map(|(name, description, settable)| PropertySchema { name, description, settable: *settable })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! Classes and remote objects, in process: schema, object.new /
+//! call_method / destroy, properties, object references as arguments and
+//! results, lifecycle hooks, and per-object concurrency.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use scriptling_plugin::testing::Host;
+use scriptling_plugin::{CallError, Plugin, Ref, Value, plugin_class, plugin_fn};
+use serde_json::json;
+
+/// Lifecycle events of `Tracked` objects, tagged per test.
+static EVENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn events(tag: &str) -> Vec<String> {
+    EVENTS.lock().unwrap().iter().filter(|e| e.ends_with(&format!(":{tag}"))).cloned().collect()
+}
+
+/// An object that records its destroy hook and its Drop.
+#[plugin_class]
+struct Tracked {
+    tag: String,
+    value: i64,
+}
+
+#[plugin_class]
+impl Tracked {
+    /// Creates a tracked object.
+    #[constructor]
+    fn new(tag: String, #[arg(default = 0)] value: i64) -> Result<Self, String> {
+        if tag.is_empty() {
+            return Err("Tracked needs a non-empty tag".into());
+        }
+        Ok(Tracked { tag, value })
+    }
+
+    /// Adds and returns the new value.
+    fn add(&mut self, #[arg(default = 1)] amount: i64) -> i64 {
+        self.value += amount;
+        self.value
+    }
+
+    /// Sleeps holding the object shared, then returns the value.
+    fn peek_slowly(&self, ms: u64) -> i64 {
+        std::thread::sleep(Duration::from_millis(ms));
+        self.value
+    }
+
+    /// Sleeps holding the object exclusively, then increments.
+    fn bump_slowly(&mut self, ms: u64) -> i64 {
+        let before = self.value;
+        std::thread::sleep(Duration::from_millis(ms));
+        self.value = before + 1;
+        self.value
+    }
+
+    /// An async method that needs exclusive access.
+    async fn add_later(&mut self, amount: i64) -> i64 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.value += amount;
+        self.value
+    }
+
+    /// An async read.
+    async fn read_later(&self) -> i64 {
+        tokio::task::yield_now().await;
+        self.value
+    }
+
+    /// The value, settable.
+    #[property(settable)]
+    fn value(&self) -> i64 {
+        self.value
+    }
+
+    fn set_value(&mut self, value: i64) {
+        self.value = value;
+    }
+
+    /// A read-only label.
+    #[property]
+    fn label(&self) -> String {
+        format!("tracked:{}", self.value)
+    }
+
+    /// Exported under another name.
+    #[plugin_fn(name = "twice")]
+    fn double_value(&self) -> i64 {
+        self.value * 2
+    }
+
+    /// Returns a new object.
+    fn spawn_child(&self) -> Tracked {
+        Tracked { tag: format!("{}-child", self.tag), value: self.value }
+    }
+
+    #[del]
+    fn close(&mut self) {
+        EVENTS.lock().unwrap().push(format!("del:{}", self.tag));
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        EVENTS.lock().unwrap().push(format!("drop:{}", self.tag));
+    }
+}
+
+#[plugin_class(name = "Other")]
+struct OtherThing;
+
+#[plugin_class]
+impl OtherThing {
+    #[constructor]
+    fn make() -> Self {
+        OtherThing
+    }
+
+    fn ping(&self) -> &'static str {
+        "pong"
+    }
+}
+
+/// Adds one object's value to another's.
+#[plugin_fn]
+fn transfer(from: Ref<Tracked>, to: Ref<Tracked>, amount: i64) -> Result<i64, CallError> {
+    from.write()?.value -= amount;
+    let mut to = to.write()?;
+    to.value += amount;
+    Ok(to.value)
+}
+
+#[plugin_fn]
+fn make_tracked(tag: String) -> Tracked {
+    Tracked { tag, value: 100 }
+}
+
+#[plugin_fn]
+fn maybe_value(obj: Option<Ref<Tracked>>) -> Result<Option<i64>, CallError> {
+    obj.map(|o| o.read().map(|t| t.value)).transpose()
+}
+
+fn plugin() -> Plugin {
+    Plugin::new("classes", "1.0.0", "Class tests")
+        .function::<transfer>()
+        .function::<make_tracked>()
+        .function::<maybe_value>()
+        .class::<Tracked>()
+        .class::<OtherThing>()
+}
+
+fn host() -> Host {
+    Host::in_process(plugin()).unwrap()
+}
+
+fn s(text: &str) -> Value {
+    Value::from(text)
+}
+
+fn remote(id: &str) -> Value {
+    Value::Remote(scriptling_plugin::RemoteRef {
+        library: "plugin.classes".into(),
+        class: "Tracked".into(),
+        id: id.into(),
+    })
+}
+
+#[test]
+fn schema_lists_classes_in_declaration_order() {
+    let hs = host().handshake().unwrap();
+    let class = &hs["schema"]["classes"][0];
+    assert_eq!(class["name"], "Tracked");
+    assert_eq!(class["description"], "An object that records its destroy hook and its Drop.");
+    assert_eq!(class["constructor"], json!({"name": "Tracked", "description": "Creates a tracked object."}));
+    let methods: Vec<&str> = class["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["add", "peek_slowly", "bump_slowly", "add_later", "read_later", "twice", "spawn_child"]);
+    assert_eq!(
+        class["properties"],
+        json!([
+            {"name": "value", "description": "The value, settable.", "settable": true},
+            {"name": "label", "description": "A read-only label.", "settable": false}
+        ])
+    );
+    assert_eq!(hs["schema"]["classes"][1]["name"], "Other");
+}
+
+#[test]
+fn objects_are_created_called_and_destroyed() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("life")]).unwrap();
+    assert_eq!((a.library.as_str(), a.class.as_str()), ("classes", "Tracked"));
+    assert!(a.id.parse::<u64>().is_ok(), "string id: {}", a.id);
+    // The result is the bare reference, not a tagged value.
+    let raw =
+        host.request("object.new", json!({"class": "Tracked", "args": [{"type": "string", "value": "raw"}]})).unwrap();
+    assert_eq!(raw.as_object().unwrap().keys().collect::<Vec<_>>(), ["class", "id", "library"]);
+
+    assert_eq!(host.call_method(&a.id, "add", [Value::Int(5)]).unwrap(), Value::Int(5));
+    assert_eq!(host.call_method(&a.id, "add", []).unwrap(), Value::Int(6));
+    let kw = BTreeMap::from([("amount".to_string(), Value::Int(4))]);
+    assert_eq!(host.call_method_kw(&a.id, "add", [], kw).unwrap(), Value::Int(10));
+    assert_eq!(host.call_method(&a.id, "twice", []).unwrap(), Value::Int(20));
+    assert_eq!(host.call_method(&a.id, "add_later", [Value::Int(1)]).unwrap(), Value::Int(11));
+    assert_eq!(host.call_method(&a.id, "read_later", []).unwrap(), Value::Int(11));
+
+    host.destroy(&a.id).unwrap();
+    assert_eq!(events("life"), ["del:life", "drop:life"], "the hook runs first, then Drop, once");
+    host.destroy(&a.id).unwrap();
+    host.destroy("999999").unwrap();
+    host.destroy("not-a-number").unwrap();
+    assert_eq!(events("life"), ["del:life", "drop:life"], "destroy is idempotent");
+    let err = host.call_method(&a.id, "add", []).unwrap_err();
+    assert!(err.message().starts_with(&format!("unknown object {} (alive: ", a.id)), "{err}");
+}
+
+#[test]
+fn ids_are_never_reused() {
+    let host = host();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let r = host.new_object("Tracked", [s(&format!("ids{i}"))]).unwrap();
+        host.destroy(&r.id).unwrap();
+        ids.push(r.id.parse::<u64>().unwrap());
+    }
+    let mut sorted = ids.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 20);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn properties_get_and_set_through_call_method() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("props"), Value::Int(5)]).unwrap();
+    assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(5));
+    assert_eq!(host.call_method(&a.id, "value", [Value::Int(7)]).unwrap(), Value::Null);
+    assert_eq!(host.call_method(&a.id, "label", []).unwrap(), s("tracked:7"));
+    let err = host.call_method(&a.id, "label", [s("x")]).unwrap_err();
+    assert_eq!(err.message(), "can't set attribute 'label': property is read-only");
+    let err = host.call_method(&a.id, "value", [s("x")]).unwrap_err();
+    assert_eq!(err.message(), "Tracked.value(): argument 'value' must be an int, got string");
+    let err = host.call_method(&a.id, "value", [Value::Int(1), Value::Int(2)]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "property 'value' of Tracked takes no arguments to get or one positional argument to set, got 2"
+    );
+    let kw = BTreeMap::from([("x".to_string(), Value::Int(1))]);
+    let err = host.call_method_kw(&a.id, "value", [], kw).unwrap_err();
+    assert_eq!(err.message(), "property 'value' of Tracked does not accept keyword arguments");
+}
+
+#[test]
+fn unknown_names_list_what_is_available() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("names")]).unwrap();
+    let err = host.call_method(&a.id, "nope", []).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "unknown method nope on Tracked (available: add, add_later, bump_slowly, label, peek_slowly, read_later, spawn_child, twice, value)"
+    );
+    // Lifecycle names, the Rust names of hooks, setters and renamed methods are not callable.
+    for hidden in ["__init__", "__del__", "new", "close", "set_value", "double_value", "Tracked"] {
+        let err = host.call_method(&a.id, hidden, []).unwrap_err();
+        assert!(err.message().starts_with(&format!("unknown method {hidden} on Tracked")), "{hidden}: {err}");
+    }
+    let err = host.new_object("Nope", []).unwrap_err();
+    assert_eq!(err.message(), "unknown class Nope (available: Other, Tracked)");
+}
+
+#[test]
+fn constructor_arguments_and_errors() {
+    let host = host();
+    let err = host.new_object("Tracked", [Value::Int(3)]).unwrap_err();
+    assert_eq!(err.message(), "Tracked(): argument 'tag' must be a string, got int");
+    let err = host.new_object("Tracked", [s("")]).unwrap_err();
+    assert_eq!(err.message(), "Tracked needs a non-empty tag");
+    let err = host.new_object("Tracked", []).unwrap_err();
+    assert_eq!(err.message(), "Tracked(): missing required argument 'tag'");
+    let other = host.new_object("Other", []).unwrap();
+    assert_eq!(other.class, "Other");
+    assert_eq!(host.call_method(&other.id, "ping", []).unwrap(), s("pong"));
+}
+
+#[test]
+fn objects_pass_as_arguments_and_come_back_as_results() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("refa"), Value::Int(10)]).unwrap();
+    let b = host.new_object("Tracked", [s("refb"), Value::Int(1)]).unwrap();
+    assert_eq!(host.call("transfer", [remote(&a.id), remote(&b.id), Value::Int(4)]).unwrap(), Value::Int(5));
+    assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(6));
+    assert_eq!(host.call("maybe_value", [Value::Null]).unwrap(), Value::Null);
+    assert_eq!(host.call("maybe_value", [remote(&a.id)]).unwrap(), Value::Int(6));
+
+    let other = host.new_object("Other", []).unwrap();
+    let err = host.call("transfer", [remote(&a.id), remote(&other.id), Value::Int(1)]).unwrap_err();
+    assert_eq!(err.message(), "transfer(): argument 'to' must be a Tracked object, got a Other object");
+    host.destroy(&b.id).unwrap();
+    let err = host.call("transfer", [remote(&a.id), remote(&b.id), Value::Int(1)]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        format!(
+            "transfer(): argument 'to' must be a live Tracked object, but object {} does not exist or has been destroyed",
+            b.id
+        )
+    );
+    let err = host.call("transfer", [s("x"), remote(&a.id), Value::Int(1)]).unwrap_err();
+    assert_eq!(err.message(), "transfer(): argument 'from' must be a Tracked object, got string");
+
+    // Returned instances join the table.
+    let made = host.call("make_tracked", [s("made")]).unwrap();
+    let Value::Remote(made) = made else { panic!("{made:?}") };
+    assert_eq!((made.library.as_str(), made.class.as_str()), ("classes", "Tracked"));
+    assert_eq!(host.call_method(&made.id, "value", []).unwrap(), Value::Int(100));
+    let Value::Remote(child) = host.call_method(&made.id, "spawn_child", []).unwrap() else { panic!() };
+    assert_eq!(host.call_method(&child.id, "label", []).unwrap(), s("tracked:100"));
+}
+
+#[test]
+fn shutdown_drops_every_live_object_exactly_once() {
+    let mut host = host();
+    for i in 0..5 {
+        host.new_object("Tracked", [s(&format!("shut{i}"))]).unwrap();
+    }
+    let gone = host.new_object("Tracked", [s("shutgone")]).unwrap();
+    host.destroy(&gone.id).unwrap();
+    host.shutdown().unwrap();
+    host.wait(Duration::from_secs(10)).unwrap();
+    for i in 0..5 {
+        assert_eq!(events(&format!("shut{i}")), [format!("del:shut{i}"), format!("drop:shut{i}")]);
+    }
+    assert_eq!(events("shutgone"), ["del:shutgone", "drop:shutgone"]);
+}
+
+#[test]
+fn eof_drops_every_live_object_exactly_once() {
+    let mut host = host();
+    for i in 0..3 {
+        host.new_object("Tracked", [s(&format!("eof{i}"))]).unwrap();
+    }
+    host.close_input();
+    host.wait(Duration::from_secs(10)).unwrap();
+    for i in 0..3 {
+        assert_eq!(events(&format!("eof{i}")), [format!("del:eof{i}"), format!("drop:eof{i}")]);
+    }
+}
+
+#[test]
+fn destroy_during_a_call_defers_the_drop_until_the_call_ends() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("busy"), Value::Int(1)]).unwrap();
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| host.call_method(&a.id, "peek_slowly", [Value::Int(300)]));
+        std::thread::sleep(Duration::from_millis(100));
+        host.destroy(&a.id).unwrap();
+        assert!(events("busy").is_empty(), "not dropped while a call uses it");
+        assert_eq!(slow.join().unwrap().unwrap(), Value::Int(1));
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while events("busy").len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(events("busy"), ["del:busy", "drop:busy"]);
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+#[test]
+fn shared_calls_overlap_and_exclusive_calls_serialize() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("conc")]).unwrap();
+    let b = host.new_object("Tracked", [s("conc2")]).unwrap();
+    // Four &self calls on one object run together.
+    let (_, shared) = timed(|| {
+        std::thread::scope(|scope| {
+            let calls: Vec<_> =
+                (0..4).map(|_| scope.spawn(|| host.call_method(&a.id, "peek_slowly", [Value::Int(300)]))).collect();
+            calls.into_iter().for_each(|c| assert!(c.join().unwrap().is_ok()));
+        });
+    });
+    assert!(shared < Duration::from_millis(1000), "&self calls did not overlap: {shared:?}");
+    // Four &mut self calls on one object take turns, and none loses an update.
+    let (_, exclusive) = timed(|| {
+        std::thread::scope(|scope| {
+            let calls: Vec<_> =
+                (0..4).map(|_| scope.spawn(|| host.call_method(&a.id, "bump_slowly", [Value::Int(100)]))).collect();
+            calls.into_iter().for_each(|c| assert!(c.join().unwrap().is_ok()));
+        });
+    });
+    assert!(exclusive >= Duration::from_millis(400), "&mut self calls overlapped: {exclusive:?}");
+    assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(4));
+    // &mut self calls on different objects run together.
+    let (_, different) = timed(|| {
+        std::thread::scope(|scope| {
+            let x = scope.spawn(|| host.call_method(&a.id, "bump_slowly", [Value::Int(300)]));
+            let y = scope.spawn(|| host.call_method(&b.id, "bump_slowly", [Value::Int(300)]));
+            assert!(x.join().unwrap().is_ok() && y.join().unwrap().is_ok());
+        });
+    });
+    assert!(different < Duration::from_millis(550), "different objects serialized: {different:?}");
+}
+
+#[test]
+fn many_async_exclusive_calls_lose_no_update() {
+    let host = host();
+    let a = host.new_object("Tracked", [s("asyncmut")]).unwrap();
+    std::thread::scope(|scope| {
+        let calls: Vec<_> =
+            (0..50).map(|_| scope.spawn(|| host.call_method(&a.id, "add_later", [Value::Int(1)]))).collect();
+        calls.into_iter().for_each(|c| assert!(c.join().unwrap().is_ok()));
+    });
+    assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(50));
+}
