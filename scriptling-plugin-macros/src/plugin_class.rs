@@ -94,7 +94,7 @@ fn expand_struct(attr: TokenStream, item: ItemStruct) -> TokenStream {
 enum Role {
     Constructor,
     Method { name: Option<LitStr> },
-    Property { name: Option<LitStr>, settable: bool, attr_span: Span },
+    Property { name: Option<LitStr>, settable: bool, attr: TokenStream },
     Destroy,
 }
 
@@ -216,7 +216,7 @@ fn take_role(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<Role> {
                     errors.push(attrs::unknown(&opt.key, "#[property]", &["name", "settable"]));
                 }
             }
-            set(Role::Property { name, settable, attr_span: attr.span() }, &attr, errors);
+            set(Role::Property { name, settable, attr: quote!(#attr) }, &attr, errors);
         } else if path.is_ident("plugin_fn") {
             let mut name = None;
             for opt in options_of(&attr, errors) {
@@ -260,7 +260,7 @@ fn options_of(attr: &Attribute, errors: &mut Errors) -> Vec<attrs::Opt> {
 fn pair_setters(members: &mut [Member], errors: &mut Errors) -> Vec<(usize, usize)> {
     let mut pairs = Vec::new();
     for (i, m) in members.iter().enumerate() {
-        let Role::Property { settable: true, attr_span, .. } = &m.role else { continue };
+        let Role::Property { settable: true, attr, .. } = &m.role else { continue };
         let getter = &m.item.sig.ident;
         let wanted = format!("set_{}", params::unraw(getter));
         let found = members
@@ -268,13 +268,13 @@ fn pair_setters(members: &mut [Member], errors: &mut Errors) -> Vec<(usize, usiz
             .position(|s| matches!(s.role, Role::Method { name: None }) && params::unraw(&s.item.sig.ident) == wanted);
         match found {
             Some(j) => pairs.push((i, j)),
-            None => errors.push(syn::Error::new(
-                *attr_span,
+            None => errors.at(
+                attr,
                 format!(
                     "settable property `{}` needs a setter: add `fn {wanted}(&mut self, value: T)` to this impl block",
                     m.exported_name()
                 ),
-            )),
+            ),
         }
     }
     for &(_, j) in &pairs {
@@ -476,7 +476,7 @@ fn method_shim(self_ty: &Type, m: &Member, name: &str) -> TokenStream {
     let span = ret_span(m);
     let receiver = quote!(let __scriptling_this = #args.receiver::<#self_ty>()?;);
     let body = if is_async {
-        let finish = quote_spanned!(span=> #krate::__private::IntoCallResult::into_call_result(#call.await));
+        let finish = shim::finish_call(quote!(#call.await), span);
         quote_spanned!(ident.span()=>
             #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
                 #receiver
@@ -488,7 +488,7 @@ fn method_shim(self_ty: &Type, m: &Member, name: &str) -> TokenStream {
             })
         )
     } else {
-        let finish = quote_spanned!(span=> #krate::__private::IntoCallResult::into_call_result(#call));
+        let finish = shim::finish_call(call.clone(), span);
         quote_spanned!(ident.span()=>
             #krate::Function::sync(#name, |#args: &mut #krate::Args| {
                 #receiver

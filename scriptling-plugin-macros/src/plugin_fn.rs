@@ -103,7 +103,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     };
     let call = quote!(#ident(#(#bindings),*));
     let body = if func.sig.asyncness.is_some() {
-        let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call.await));
+        let finish = shim::finish_call(quote!(#call.await), ret_span);
         quote_spanned!(ident.span()=>
             #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
                 #takes
@@ -111,7 +111,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
             })
         )
     } else {
-        let finish = quote_spanned!(ret_span=> #krate::__private::IntoCallResult::into_call_result(#call));
+        let finish = shim::finish_call(call.clone(), ret_span);
         quote_spanned!(ident.span()=>
             #krate::Function::sync(#name, |#args: &mut #krate::Args| {
                 #takes

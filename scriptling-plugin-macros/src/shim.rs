@@ -52,3 +52,14 @@ pub(crate) fn declare_params(params: &[Param]) -> TokenStream {
 pub(crate) fn description(doc: &str) -> TokenStream {
     if doc.is_empty() { quote!() } else { quote!(.description(#doc)) }
 }
+
+/// Converts the user function's return value, with the conversion spanned
+/// at the return type so a type without `IntoValue` is reported there.
+pub(crate) fn finish_call(call: TokenStream, ret_span: proc_macro2::Span) -> TokenStream {
+    let ret = Ident::new("__scriptling_ret", ret_span);
+    let convert = quote_spanned!(ret_span=> ::scriptling_plugin::__private::IntoCallResult::into_call_result(#ret));
+    quote!({
+        let #ret = #call;
+        #convert
+    })
+}

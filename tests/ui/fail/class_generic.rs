@@ -1,0 +1,8 @@
+use scriptling_plugin::plugin_class;
+
+#[plugin_class]
+struct Holder<T> {
+    value: T,
+}
+
+fn main() {}

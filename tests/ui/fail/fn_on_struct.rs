@@ -1,0 +1,6 @@
+use scriptling_plugin::plugin_fn;
+
+#[plugin_fn]
+struct Greeter;
+
+fn main() {}

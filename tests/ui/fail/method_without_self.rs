@@ -1,0 +1,20 @@
+use scriptling_plugin::plugin_class;
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new() -> Self {
+        Counter { value: 0 }
+    }
+
+    fn helper(x: i64) -> i64 {
+        x
+    }
+}
+
+fn main() {}

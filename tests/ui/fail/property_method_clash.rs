@@ -1,0 +1,26 @@
+use scriptling_plugin::plugin_class;
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new() -> Self {
+        Counter { value: 0 }
+    }
+
+    #[property]
+    fn value(&self) -> i64 {
+        self.value
+    }
+
+    #[plugin_fn(name = "value")]
+    fn read_value(&self) -> i64 {
+        self.value
+    }
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+use scriptling_plugin::plugin_class;
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new() -> Self {
+        Counter { value: 0 }
+    }
+
+    #[property(settable)]
+    fn value(&self) -> i64 {
+        self.value
+    }
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+use scriptling_plugin::plugin_class;
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new(value: i64) -> Self {
+        Counter { value }
+    }
+
+    #[constructor]
+    fn zero() -> Self {
+        Counter { value: 0 }
+    }
+}
+
+fn main() {}
