@@ -318,7 +318,7 @@ fn objects_pass_as_arguments_and_come_back_as_results() {
 
 #[test]
 fn shutdown_drops_every_live_object_exactly_once() {
-    let mut host = host();
+    let host = host();
     for i in 0..5 {
         host.new_object("Tracked", [s(&format!("shut{i}"))]).unwrap();
     }
@@ -334,7 +334,7 @@ fn shutdown_drops_every_live_object_exactly_once() {
 
 #[test]
 fn eof_drops_every_live_object_exactly_once() {
-    let mut host = host();
+    let host = host();
     for i in 0..3 {
         host.new_object("Tracked", [s(&format!("eof{i}"))]).unwrap();
     }

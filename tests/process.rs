@@ -17,7 +17,7 @@ fn fixture() -> Host {
 
 #[test]
 fn hello_example_matches_the_upstream_surface() {
-    let mut host = Host::spawn_example("hello").expect("spawn the hello example (built by cargo test)");
+    let host = Host::spawn_example("hello").expect("spawn the hello example (built by cargo test)");
     let hs = host.handshake().unwrap();
     assert_eq!(hs["protocol"], "1.0");
     assert_eq!(hs["transport"], "json");
@@ -43,7 +43,7 @@ fn hello_example_matches_the_upstream_surface() {
 
 #[test]
 fn shutdown_exits_zero_without_stdin_closing_and_finishes_in_flight_calls() {
-    let mut host = fixture();
+    let host = fixture();
     host.handshake().unwrap();
     host.send_raw(r#"{"jsonrpc":"2.0","id":"slow","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":400}]}}"#)
         .unwrap();
@@ -64,7 +64,7 @@ fn shutdown_exits_zero_without_stdin_closing_and_finishes_in_flight_calls() {
 
 #[test]
 fn stdin_eof_exits_zero_promptly() {
-    let mut host = fixture();
+    let host = fixture();
     host.handshake().unwrap();
     let started = Instant::now();
     host.close_input();
@@ -84,7 +84,7 @@ fn a_panic_is_an_error_response_and_the_process_keeps_serving() {
 
 #[test]
 fn stdout_guard_keeps_prints_off_the_protocol_stream() {
-    let mut host = fixture();
+    let host = fixture();
     host.handshake().unwrap();
     for _ in 0..3 {
         assert_eq!(host.call("noisy", [Value::from("quiet")]).unwrap(), Value::from("QUIET"));

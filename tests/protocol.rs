@@ -331,7 +331,8 @@ fn arguments_bind_positionally_and_by_keyword() {
 #[test]
 fn argument_errors_name_function_parameter_and_expectation() {
     let host = host();
-    let cases: Vec<(&str, Vec<Value>, Vec<(&str, Value)>, &str)> = vec![
+    type Case<'a> = (&'a str, Vec<Value>, Vec<(&'a str, Value)>, &'a str);
+    let cases: Vec<Case> = vec![
         ("greet", vec![Value::Int(1)], vec![], "greet(): argument 'name' must be a string, got int"),
         ("greet", vec![], vec![], "greet(): missing required argument 'name'"),
         (
@@ -453,9 +454,9 @@ fn oversized_lines_are_refused_without_stopping() {
 fn five_hundred_pipelined_calls_are_each_answered_once() {
     let host = host();
     let mut batch = String::new();
-    for i in 0..500 {
-        let method = if i % 2 == 0 { "double_later" } else { "length" };
-        let arg = if i % 2 == 0 {
+    for i in 0..500u32 {
+        let method = if i.is_multiple_of(2) { "double_later" } else { "length" };
+        let arg = if i.is_multiple_of(2) {
             format!(r#"{{"type":"int","value":{i}}}"#)
         } else {
             r#"{"type":"string","value":"abc"}"#.to_owned()
@@ -471,7 +472,7 @@ fn five_hundred_pipelined_calls_are_each_answered_once() {
         let f = frame(&host);
         let id = f["id"].as_u64().unwrap() as usize;
         seen[id] += 1;
-        let want = if id % 2 == 0 { json!(id * 2) } else { json!(3) };
+        let want = if id.is_multiple_of(2) { json!(id * 2) } else { json!(3) };
         assert_eq!(f["result"]["value"], want, "{f}");
     }
     assert!(seen.iter().all(|&n| n == 1));
@@ -496,7 +497,7 @@ fn a_slow_call_does_not_delay_others() {
 
 #[test]
 fn shutdown_answers_then_stops_serving() {
-    let mut host = host();
+    let host = host();
     host.send_raw(r#"{"jsonrpc":"2.0","id":"late","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":300}]}}"#)
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));

@@ -19,7 +19,7 @@ use crate::error::{ErrorCode, RpcError};
 use crate::function::{Args, BoxFuture, CallOutcome, Function, Handler, Signature};
 use crate::inflight::{InFlight, InFlightGuard};
 use crate::objects::{self, Entry};
-use crate::outgoing::Outgoing;
+use crate::outgoing::{Outgoing, OutgoingError, Pending};
 use crate::panic::{self, CatchUnwind};
 use crate::plugin::Core;
 use crate::rpc::{self, Frame, Id, Message, Request};
@@ -62,6 +62,8 @@ pub(crate) struct Connection {
     control: mpsc::UnboundedSender<Control>,
     /// Tells the objects of different clients apart (0 on stdio).
     pub(crate) client_id: u64,
+    /// Whether the transport can carry the plugin's own requests to the host.
+    pub(crate) can_call_host: bool,
 }
 
 #[derive(Deserialize)]
@@ -115,6 +117,7 @@ impl Connection {
     ) -> Self {
         Self {
             client_id,
+            can_call_host: true,
             core,
             writer,
             outgoing: Outgoing::new(),
@@ -159,6 +162,43 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Sends one of the plugin's own requests to the host and returns the
+    /// waiter for its answer.
+    pub(crate) fn request_host<P: serde::Serialize>(&self, method: &str, params: &P) -> Result<Pending, OutgoingError> {
+        self.check_can_call_host(method)?;
+        let pending = self.outgoing.register()?;
+        self.write_request(pending.id(), method, params)?;
+        Ok(pending)
+    }
+
+    /// Sends a request whose answer nobody waits for. Returns `false` when
+    /// it could not be sent (the caller falls back, e.g. to stderr).
+    pub(crate) fn send_host_detached<P: serde::Serialize>(&self, method: &str, params: &P) -> bool {
+        if self.check_can_call_host(method).is_err() {
+            return false;
+        }
+        match self.outgoing.register_detached() {
+            Ok(id) => self.write_request(id, method, params).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    fn check_can_call_host(&self, method: &str) -> Result<(), OutgoingError> {
+        if self.can_call_host {
+            return Ok(());
+        }
+        let what = if method == "callback.call" { "callbacks" } else { "calling the host" };
+        Err(OutgoingError::Unsupported(format!("{what} need the stdio transport")))
+    }
+
+    fn write_request<P: serde::Serialize>(&self, id: u64, method: &str, params: &P) -> Result<(), OutgoingError> {
+        let mut frame = Vec::new();
+        rpc::write_request(&mut frame, id, method, params)
+            .map_err(|e| OutgoingError::Closed(format!("the request cannot be encoded: {e}")))?;
+        self.writer.write_frame(frame);
+        Ok(())
     }
 
     /// Reports the end of input to the serving loop.

@@ -11,7 +11,7 @@
 //! result conversion alike, wherever a value is nested. Code running on
 //! threads or tasks the handler spawns itself has no current call.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -69,6 +69,14 @@ pub(crate) struct CallScope {
 
 thread_local! {
     static CURRENT: RefCell<Option<CallScope>> = const { RefCell::new(None) };
+    /// Set while an async handler's future is being polled on this thread.
+    static IN_ASYNC_POLL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is polling an async handler (where blocking on the
+/// host would stall the runtime).
+pub(crate) fn in_async_poll() -> bool {
+    IN_ASYNC_POLL.with(Cell::get)
 }
 
 /// Installs `scope` as the current call until the guard is dropped.
@@ -106,6 +114,9 @@ impl<F: Future + Unpin> Future for Scoped<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let _entered = enter(self.scope.clone());
-        Pin::new(&mut self.inner).poll(cx)
+        let was_async = IN_ASYNC_POLL.with(|f| f.replace(true));
+        let poll = Pin::new(&mut self.inner).poll(cx);
+        IN_ASYNC_POLL.with(|f| f.set(was_async));
+        poll
     }
 }

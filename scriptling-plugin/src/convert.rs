@@ -345,6 +345,13 @@ impl IntoValue for &str {
     }
 }
 
+/// A reference converts a clone: `&String`, `&Vec<T>`, `&Value`, ...
+impl<T: IntoValue + Clone> IntoValue for &T {
+    fn into_value(self) -> Result<Value, IntoValueError> {
+        self.clone().into_value()
+    }
+}
+
 impl IntoValue for Cow<'_, str> {
     fn into_value(self) -> Result<Value, IntoValueError> {
         Ok(Value::String(self.into_owned()))

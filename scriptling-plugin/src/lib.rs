@@ -33,11 +33,13 @@ pub mod codec;
 pub mod convert;
 pub mod function;
 
+mod callback;
 mod connection;
 mod context;
 mod error;
 mod inflight;
 mod json;
+mod logger;
 mod objects;
 mod outgoing;
 mod panic;
@@ -51,11 +53,13 @@ mod writer;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use callback::{Callback, IntoArgs};
 pub use class::{Class, PluginClass, PluginClassMethods, Property};
 pub use convert::{FromValue, FromValueError, IntoValue, IntoValueError};
 pub use error::{CallError, ErrorCode, RpcError, ServeError};
 pub use function::{Args, Function, IntoCallResult, Param};
 pub use json::Json;
+pub use logger::{Level, Logger};
 pub use objects::{ReadGuard, Ref, WriteGuard, into_remote};
 pub use plugin::{Plugin, PluginFunction};
 pub use value::{CallbackRef, RemoteRef, Value};

@@ -132,7 +132,7 @@ impl Shared {
 }
 
 enum Backend {
-    InProcess { server: Option<JoinHandle<Result<(), ServeError>>> },
+    InProcess { server: Option<JoinHandle<Result<(), ServeError>>>, core: Arc<crate::plugin::Core> },
     Process { child: Child, stderr: Arc<Mutex<Vec<u8>>> },
 }
 
@@ -142,7 +142,7 @@ pub struct Host {
     next_id: AtomicU64,
     unrouted: Mutex<Receiver<serde_json::Value>>,
     timeout: Duration,
-    backend: Backend,
+    backend: Mutex<Backend>,
 }
 
 impl Host {
@@ -150,15 +150,16 @@ impl Host {
     /// plugin's registrations are invalid.
     pub fn in_process(plugin: Plugin) -> Result<Host, ServeError> {
         let core = Arc::new(plugin.build()?);
+        let served = Arc::clone(&core);
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
         let server = std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            let result = rt.block_on(crate::transport::stdio::serve_connection(core, plugin_in, plugin_out));
+            let result = rt.block_on(crate::transport::stdio::serve_connection(served, plugin_in, plugin_out));
             rt.shutdown_background();
             result
         })?;
-        Ok(Host::connect(Box::new(host_out), host_in, Backend::InProcess { server: Some(server) }))
+        Ok(Host::connect(Box::new(host_out), host_in, Backend::InProcess { server: Some(server), core }))
     }
 
     /// Starts a plugin executable with piped stdin and stdout; its stderr
@@ -208,7 +209,7 @@ impl Host {
             next_id: AtomicU64::new(1),
             unrouted: Mutex::new(unrouted_rx),
             timeout: DEFAULT_TIMEOUT,
-            backend,
+            backend: Mutex::new(backend),
         }
     }
 
@@ -352,9 +353,10 @@ impl Host {
     /// Waits for the plugin to finish serving, for up to `timeout`. Returns
     /// the exit status of a spawned plugin (`None` in process), or `Err` with
     /// a description if it did not finish in time.
-    pub fn wait(&mut self, timeout: Duration) -> Result<Option<ExitStatus>, String> {
+    pub fn wait(&self, timeout: Duration) -> Result<Option<ExitStatus>, String> {
         let deadline = Instant::now() + timeout;
-        match &mut self.backend {
+        let mut backend = lock(&self.backend);
+        match &mut *backend {
             Backend::Process { child, .. } => loop {
                 if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
                     return Ok(Some(status));
@@ -364,7 +366,7 @@ impl Host {
                 }
                 std::thread::sleep(Duration::from_millis(5));
             },
-            Backend::InProcess { server } => loop {
+            Backend::InProcess { server, .. } => loop {
                 if server.as_ref().is_none_or(JoinHandle::is_finished) {
                     return match server.take().map(JoinHandle::join) {
                         Some(Ok(Err(e))) => Err(e.to_string()),
@@ -382,15 +384,24 @@ impl Host {
 
     /// What a spawned plugin wrote to stderr so far (empty in process).
     pub fn stderr(&self) -> String {
-        match &self.backend {
+        match &*lock(&self.backend) {
             Backend::Process { stderr, .. } => String::from_utf8_lossy(&lock(stderr)).into_owned(),
             Backend::InProcess { .. } => String::new(),
         }
     }
 
+    /// How many objects are alive in an in-process plugin's object table
+    /// (`None` for a spawned plugin): for leak checks.
+    pub fn live_objects(&self) -> Option<usize> {
+        match &*lock(&self.backend) {
+            Backend::InProcess { core, .. } => Some(core.objects.len()),
+            Backend::Process { .. } => None,
+        }
+    }
+
     /// The process id of a spawned plugin.
     pub fn pid(&self) -> Option<u32> {
-        match &self.backend {
+        match &*lock(&self.backend) {
             Backend::Process { child, .. } => Some(child.id()),
             Backend::InProcess { .. } => None,
         }
@@ -400,7 +411,7 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         self.close_input();
-        if let Backend::Process { child, .. } = &mut self.backend {
+        if let Backend::Process { child, .. } = &mut *lock(&self.backend) {
             if matches!(child.try_wait(), Ok(None)) {
                 let deadline = Instant::now() + Duration::from_secs(2);
                 while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
@@ -463,9 +474,15 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
             continue;
         };
         if frame.get("method").is_some() {
-            let shared = Arc::clone(shared);
-            // Answer on another thread: a callback may itself call the plugin.
-            std::thread::spawn(move || answer_plugin_request(&shared, &frame));
+            if frame["method"] == "host.log" {
+                // Recorded in stream order, so tests can see that a record
+                // arrived before the response that follows it.
+                answer_plugin_request(shared, &frame);
+            } else {
+                let shared = Arc::clone(shared);
+                // Answer on another thread: a callback may itself call the plugin.
+                std::thread::spawn(move || answer_plugin_request(&shared, &frame));
+            }
             continue;
         }
         let waiter =

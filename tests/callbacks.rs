@@ -1,0 +1,403 @@
+//! Host callbacks and logging: `callback.call` and `host.log` travelling
+//! over the same stream as the calls that make them, in process and against
+//! the built callback and logger examples.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use scriptling_plugin::testing::{Host, LogRecord};
+use scriptling_plugin::{CallError, Callback, Logger, Plugin, Value, plugin_class, plugin_fn};
+use serde_json::json;
+
+#[plugin_fn]
+fn call_each(items: Vec<Value>, on_item: Callback) -> Result<Vec<Value>, CallError> {
+    items.into_iter().map(|item| on_item.call((item,))).collect()
+}
+
+#[plugin_fn]
+fn call_nested(handlers: Vec<Callback>, named: BTreeMap<String, Callback>) -> Result<Vec<String>, CallError> {
+    let mut out = Vec::new();
+    for h in &handlers {
+        out.push(h.call_as::<String>(())?);
+    }
+    for (k, h) in &named {
+        out.push(format!("{k}={}", h.call_as::<String>(())?));
+    }
+    Ok(out)
+}
+
+#[plugin_fn]
+fn call_with_kwargs(cb: Callback) -> Result<Value, CallError> {
+    cb.call_kw((1,), BTreeMap::from([("flag".to_string(), Value::Bool(true))]))
+}
+
+#[plugin_fn]
+fn expect_int(cb: Callback) -> Result<i64, CallError> {
+    cb.call_as::<i64>(())
+}
+
+static KEPT: Mutex<Option<Callback>> = Mutex::new(None);
+
+#[plugin_fn]
+fn keep(cb: Callback) {
+    *KEPT.lock().unwrap() = Some(cb);
+}
+
+#[plugin_fn]
+fn use_kept() -> Result<Value, CallError> {
+    let cb = KEPT.lock().unwrap().clone().expect("kept");
+    cb.call(())
+}
+
+/// Makes `rounds` callbacks and logs after each one.
+#[plugin_fn]
+fn busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
+    let log = Logger::current().with("n", n);
+    let mut total = 0;
+    for round in 0..rounds {
+        total += cb.call_as::<i64>((n, round))?;
+        log.with("round", round).debug("round done");
+    }
+    Ok(total)
+}
+
+#[plugin_fn]
+async fn async_busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
+    let mut total = 0;
+    for round in 0..rounds {
+        total += cb.call_async_as::<i64>((n, round)).await?;
+        Logger::current().with("round", round).info("async round done");
+    }
+    Ok(total)
+}
+
+#[plugin_fn]
+async fn async_blocking_misuse(cb: Callback) -> Result<Value, CallError> {
+    cb.call(())
+}
+
+#[plugin_fn]
+fn log_then_answer(name: String) -> String {
+    let log = Logger::current().with("plugin", "test");
+    log.trace("t");
+    log.debug("d");
+    log.with("name", name.as_str()).info("i");
+    log.warn("w");
+    log.error("e");
+    format!("done:{name}")
+}
+
+#[plugin_fn]
+fn log_from_thread() -> String {
+    std::thread::spawn(|| Logger::current().info("from a spawned thread")).join().unwrap();
+    "ok".into()
+}
+
+/// Re-entrancy: a callback that calls back into the object holding it.
+#[plugin_class]
+struct Box2 {
+    value: i64,
+}
+
+#[plugin_class]
+impl Box2 {
+    #[constructor]
+    fn new(value: i64) -> Self {
+        Box2 { value }
+    }
+
+    fn get(&self) -> i64 {
+        self.value
+    }
+
+    fn set(&mut self, value: i64) {
+        self.value = value;
+    }
+
+    /// Holds the object exclusively while calling back.
+    fn mutate_with(&mut self, cb: Callback) -> Result<Value, CallError> {
+        self.value += 1;
+        cb.call(())
+    }
+
+    /// Holds the object shared while calling back.
+    fn read_with(&self, cb: Callback) -> Result<Value, CallError> {
+        cb.call(())
+    }
+}
+
+fn plugin() -> Plugin {
+    Plugin::new("cbtest", "1.0.0", "")
+        .function::<call_each>()
+        .function::<call_nested>()
+        .function::<call_with_kwargs>()
+        .function::<expect_int>()
+        .function::<keep>()
+        .function::<use_kept>()
+        .function::<busy>()
+        .function::<async_busy>()
+        .function::<async_blocking_misuse>()
+        .function::<log_then_answer>()
+        .function::<log_from_thread>()
+        .class::<Box2>()
+}
+
+fn cb(id: &str) -> Value {
+    Value::Callback(scriptling_plugin::CallbackRef { id: id.into() })
+}
+
+#[test]
+fn callbacks_receive_arguments_and_return_results() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|id, args, kwargs| match id {
+        "cb-double" => Ok(Value::Int(args[0].as_int().unwrap() * 2)),
+        "cb-kw" => Ok(Value::from(format!("{args:?} {kwargs:?}"))),
+        other => Err(format!("unknown callback {other}")),
+    });
+    let out = host.call("call_each", [Value::List(vec![1.into(), 2.into(), 3.into()]), cb("cb-double")]).unwrap();
+    assert_eq!(out, Value::List(vec![2.into(), 4.into(), 6.into()]));
+    let out = host.call("call_with_kwargs", [cb("cb-kw")]).unwrap();
+    assert_eq!(out, Value::from(r#"[Int(1)] {"flag": Bool(true)}"#));
+}
+
+#[test]
+fn callbacks_nested_in_lists_and_dicts_work() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|id, _, _| Ok(Value::from(id.to_uppercase())));
+    let named: Value = [("x", cb("cb-x")), ("y", cb("cb-y"))].into_iter().collect();
+    let out = host.call("call_nested", [Value::List(vec![cb("cb-a"), cb("cb-b")]), named]).unwrap();
+    assert_eq!(out.to_string(), r#"["CB-A", "CB-B", "x=CB-X", "y=CB-Y"]"#);
+    // Also by keyword.
+    let kwargs = BTreeMap::from([("on_item".to_string(), cb("cb-k"))]);
+    let out = host.call_kw("call_each", [Value::List(vec![Value::Null])], kwargs).unwrap();
+    assert_eq!(out, Value::List(vec![Value::from("CB-K")]));
+}
+
+#[test]
+fn host_errors_fail_the_outer_call_with_the_host_message() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, _, _| Err("ValueError: bad token".into()));
+    let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-1")]).unwrap_err();
+    assert_eq!(err.message(), "ValueError: bad token");
+    // Without a handler the host answers as the real one does.
+    let host = Host::in_process(plugin()).unwrap();
+    let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-9")]).unwrap_err();
+    assert_eq!(err.message(), "unknown callback cb-9");
+}
+
+#[test]
+fn typed_results_and_argument_errors() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, _, _| Ok(Value::from("not a number")));
+    let err = host.call("expect_int", [cb("cb-1")]).unwrap_err();
+    assert_eq!(err.message(), "callback cb-1 returned a value that must be an int, got string");
+    let err = host.call("expect_int", [Value::from("print")]).unwrap_err();
+    assert_eq!(err.message(), "expect_int(): argument 'cb' must be a function, got string");
+}
+
+#[test]
+fn a_callback_used_after_its_call_returned_fails_locally() {
+    let host = Host::in_process(plugin()).unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    host.on_callback(move |_, _, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(Value::Null)
+    });
+    host.call("keep", [cb("cb-kept")]).unwrap();
+    let err = host.call("use_kept", []).unwrap_err();
+    assert_eq!(err.message(), "callback cb-kept has expired: the plugin call that received it has already returned");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the host was never asked");
+}
+
+#[test]
+fn two_hundred_concurrent_calls_with_callbacks_and_logs_all_complete() {
+    let host = Arc::new(Host::in_process(plugin()).unwrap());
+    let seed = AtomicUsize::new(1);
+    host.on_callback(move |_, args, _| {
+        // Answer after a pseudo-random delay so answers arrive out of order.
+        let x = seed.fetch_add(7919, Ordering::Relaxed) % 4;
+        std::thread::sleep(Duration::from_millis(x as u64));
+        Ok(Value::Int(args[0].as_int().unwrap() + args[1].as_int().unwrap()))
+    });
+    let rounds = 4;
+    std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..200i64)
+            .map(|n| {
+                let host = Arc::clone(&host);
+                scope.spawn(move || {
+                    let name = if n % 2 == 0 { "busy" } else { "async_busy" };
+                    let got = host.call(name, [Value::Int(n), Value::Int(rounds), cb(&format!("cb-{n}"))]).unwrap();
+                    assert_eq!(got, Value::Int(n * rounds + (0..rounds).sum::<i64>()), "call {n}");
+                })
+            })
+            .collect();
+        calls.into_iter().for_each(|c| c.join().unwrap());
+    });
+    assert_eq!(host.logs().len(), 200 * rounds as usize);
+}
+
+#[test]
+fn async_handlers_must_use_call_async() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, _, _| Ok(Value::Null));
+    let err = host.call("async_blocking_misuse", [cb("cb-1")]).unwrap_err();
+    assert!(err.message().contains("use `call_async(..).await` in async code"), "{err}");
+}
+
+#[test]
+fn log_records_carry_levels_fields_and_precede_the_response() {
+    let host = Host::in_process(plugin()).unwrap();
+    assert_eq!(host.call("log_then_answer", [Value::from("Ada")]).unwrap(), Value::from("done:Ada"));
+    // The response has arrived, so every record written before it has too.
+    let logs = host.logs();
+    let levels: Vec<&str> = logs.iter().map(|r| r.level.as_str()).collect();
+    assert_eq!(levels, ["trace", "debug", "info", "warn", "error"]);
+    assert_eq!(
+        logs[2],
+        LogRecord {
+            level: "info".into(),
+            message: "i".into(),
+            args: vec!["plugin".into(), "test".into(), "name".into(), "Ada".into()]
+        }
+    );
+}
+
+#[test]
+fn reentering_an_exclusively_held_object_fails_at_once_instead_of_deadlocking() {
+    let host = Arc::new(Host::in_process(plugin()).unwrap());
+    let obj = host.new_object("Box2", [Value::Int(1)]).unwrap();
+    let weak = Arc::downgrade(&host);
+    let id = obj.id.clone();
+    host.on_callback(move |which, _, _| {
+        let host = weak.upgrade().unwrap();
+        let result = match which {
+            "cb-read" => host.call_method(&id, "get", []),
+            _ => host.call_method(&id, "set", [Value::Int(9)]),
+        };
+        result.map_err(|e| e.message().to_owned())
+    });
+    let started = Instant::now();
+    let err = host.call_method(&obj.id, "mutate_with", [cb("cb-read")]).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert_eq!(
+        err.message(),
+        format!(
+            "Box2.get(): Box2 object {} is in use by a call that is waiting on a callback; calling back into the same object from that callback is not supported",
+            obj.id
+        )
+    );
+    // A shared hold lets a shared re-entrant call through...
+    assert_eq!(host.call_method(&obj.id, "read_with", [cb("cb-read")]).unwrap(), Value::Int(2));
+    // ...but not an exclusive one.
+    let err = host.call_method(&obj.id, "read_with", [cb("cb-write")]).unwrap_err();
+    assert!(err.message().starts_with("Box2.set(): Box2 object"), "{err}");
+    // The object is usable afterwards.
+    assert_eq!(host.call_method(&obj.id, "get", []).unwrap(), Value::Int(2));
+}
+
+#[test]
+fn host_eof_while_a_handler_waits_on_a_callback_exits_promptly() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, _, _| {
+        std::thread::sleep(Duration::from_secs(30));
+        Ok(Value::Null)
+    });
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| host.call("call_each", [Value::List(vec![1.into()]), cb("cb-slow")]));
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        host.close_input();
+        host.wait(Duration::from_secs(5)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert!(waiting.join().unwrap().is_err());
+    });
+}
+
+#[test]
+fn callback_example_streams_events() {
+    let host = Host::spawn_example("callback").unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&events);
+    host.on_callback(move |id, args, kwargs| {
+        assert!(kwargs.is_empty());
+        sink.lock().unwrap().push((id.to_owned(), args));
+        Ok(Value::from("ack"))
+    });
+    assert_eq!(host.call("stream", [cb("cb-1")]).unwrap(), Value::from("Hello, Ada"));
+    let events = events.lock().unwrap();
+    let shown: Vec<String> = events.iter().map(|(id, args)| format!("{id} {}", Value::List(args.clone()))).collect();
+    assert_eq!(
+        shown,
+        [
+            r#"cb-1 [{"index": 0, "token": "Hello"}]"#,
+            r#"cb-1 [{"index": 1, "token": ", "}]"#,
+            r#"cb-1 [{"index": 2, "token": "Ada"}]"#,
+            r#"cb-1 [["done", 3]]"#,
+        ]
+    );
+    let err = {
+        let host = Host::spawn_example("callback").unwrap();
+        host.on_callback(|_, _, _| Err("stop".into()));
+        host.call("stream", [cb("cb-2")]).unwrap_err()
+    };
+    assert_eq!(err.message(), "stop");
+}
+
+#[test]
+fn logger_example_logs_through_the_host() {
+    let host = Host::spawn_example("logger").unwrap();
+    let tags = Value::List(vec!["a".into(), "b".into()]);
+    assert_eq!(host.call("work", [Value::from("Ada"), tags.clone()]).unwrap(), Value::from("logged:Ada"));
+    assert_eq!(
+        host.logs(),
+        [LogRecord {
+            level: "info".into(),
+            message: "plugin work started".into(),
+            args: vec!["plugin".into(), "logger".into(), "name".into(), "Ada".into(), "tags".into(), tags],
+        }]
+    );
+    let _ = json!(null);
+}
+
+#[test]
+fn logging_outside_a_call_goes_to_stderr_not_stdout() {
+    let host = Host::spawn(std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
+    assert_eq!(host.call("log_outside", []).unwrap(), Value::from("ok"));
+    host.shutdown().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host.stderr().contains("from a spawned thread") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(host.stderr().contains("[info] from a spawned thread"), "{}", host.stderr());
+    assert!(host.logs().is_empty());
+    assert!(host.stray_output().is_empty());
+}
+
+#[test]
+fn in_process_logging_outside_a_call_is_not_sent_to_the_host() {
+    let host = Host::in_process(plugin()).unwrap();
+    assert_eq!(host.call("log_from_thread", []).unwrap(), Value::from("ok"));
+    assert!(host.logs().is_empty());
+}
+
+#[test]
+fn a_real_process_exits_zero_when_the_host_dies_mid_callback() {
+    let host = Host::spawn_example("callback").unwrap();
+    host.on_callback(|_, _, _| {
+        std::thread::sleep(Duration::from_secs(30));
+        Ok(Value::Null)
+    });
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| host.call("stream", [cb("cb-1")]));
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        host.close_input();
+        let status = host.wait(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert!(waiting.join().unwrap().is_err());
+    });
+}
