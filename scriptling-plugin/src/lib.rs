@@ -53,6 +53,14 @@ mod writer;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(feature = "tracing")]
+#[path = "tracing_bridge.rs"]
+pub mod tracing;
+
+#[cfg(feature = "log")]
+#[path = "log_bridge.rs"]
+pub mod log;
+
 pub use callback::{Callback, IntoArgs};
 pub use class::{Class, PluginClass, PluginClassMethods, Property};
 pub use convert::{FromValue, FromValueError, IntoValue, IntoValueError};
