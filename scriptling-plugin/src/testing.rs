@@ -116,6 +116,10 @@ struct Shared {
     stray: Mutex<Vec<String>>,
     logs: Mutex<Vec<LogRecord>>,
     callback: Mutex<Option<Arc<CallbackHandler>>>,
+    /// Idle workers that answer the plugin's requests (a cached pool: a
+    /// callback may call back into the plugin, so a busy pool grows rather
+    /// than queueing).
+    idle_workers: Mutex<Vec<Sender<serde_json::Value>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,6 +202,7 @@ impl Host {
             stray: Mutex::new(Vec::new()),
             logs: Mutex::new(Vec::new()),
             callback: Mutex::new(None),
+            idle_workers: Mutex::new(Vec::new()),
         });
         let reader_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -479,9 +484,8 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
                 // arrived before the response that follows it.
                 answer_plugin_request(shared, &frame);
             } else {
-                let shared = Arc::clone(shared);
                 // Answer on another thread: a callback may itself call the plugin.
-                std::thread::spawn(move || answer_plugin_request(&shared, &frame));
+                dispatch_to_worker(shared, frame);
             }
             continue;
         }
@@ -498,6 +502,28 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
     }
     // Dropping the waiters' senders wakes them with `Closed`.
     lock(&shared.pending).clear();
+}
+
+/// Hands a plugin request to an idle worker, or to a new one.
+fn dispatch_to_worker(shared: &Arc<Shared>, frame: serde_json::Value) {
+    let mut frame = frame;
+    while let Some(worker) = lock(&shared.idle_workers).pop() {
+        match worker.send(frame) {
+            Ok(()) => return,
+            // That worker timed out and left; try the next.
+            Err(mpsc::SendError(back)) => frame = back,
+        }
+    }
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    let weak = Arc::downgrade(shared);
+    let _ = tx.send(frame);
+    std::thread::spawn(move || {
+        while let Ok(frame) = rx.recv_timeout(Duration::from_secs(5)) {
+            let Some(shared) = weak.upgrade() else { return };
+            answer_plugin_request(&shared, &frame);
+            lock(&shared.idle_workers).push(tx.clone());
+        }
+    });
 }
 
 fn answer_plugin_request(shared: &Shared, frame: &serde_json::Value) {

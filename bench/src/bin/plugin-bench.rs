@@ -1,0 +1,178 @@
+//! Benchmarks Scriptling plugins through the real protocol.
+//!
+//! ```text
+//! plugin-bench run PLUGIN [--quick] [--soak] [--json]
+//!     measure one plugin executable (any SDK)
+//! plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]
+//!     measure the floor plugin and the SDK plugin side by side, N runs
+//!     interleaved, and print medians, ratios and the targets
+//! ```
+//!
+//! Build everything in release mode and compare with:
+//! `cargo build --release -p scriptling-plugin-bench && target/release/plugin-bench compare`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use scriptling_plugin_bench::measure::{Figures, Sizes, measure};
+
+struct Args {
+    command: String,
+    plugin: Option<PathBuf>,
+    floor: Option<PathBuf>,
+    sdk: Option<PathBuf>,
+    runs: usize,
+    sizes: Sizes,
+    json: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let command = it.next().ok_or("missing command: run or compare")?;
+    let mut args = Args { command, plugin: None, floor: None, sdk: None, runs: 3, sizes: Sizes::FULL, json: false };
+    let mut soak = false;
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => args.sizes = Sizes::QUICK,
+            "--soak" => soak = true,
+            "--json" => args.json = true,
+            "--runs" => args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?,
+            "--floor" => args.floor = Some(it.next().ok_or("--floor needs a path")?.into()),
+            "--sdk" => args.sdk = Some(it.next().ok_or("--sdk needs a path")?.into()),
+            other if !other.starts_with('-') && args.plugin.is_none() => args.plugin = Some(other.into()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if soak {
+        args.sizes.soak = (1_000_000, 100_000);
+    }
+    Ok(args)
+}
+
+fn sibling(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("own path");
+    exe.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn print_one(figures: &Figures, json: bool) {
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> =
+            figures.0.iter().map(|f| (f.key.to_owned(), f.value.map_or(serde_json::Value::Null, Into::into))).collect();
+        println!("{}", serde_json::Value::Object(map));
+        return;
+    }
+    for f in &figures.0 {
+        match f.value {
+            Some(v) => println!("{:<24} {:>14.2} {}", f.key, v, f.unit),
+            None => println!("{:<24} {:>14} {}", f.key, "n/a", f.unit),
+        }
+    }
+}
+
+fn medians(runs: &[Figures]) -> Figures {
+    let mut out = runs[0].clone();
+    for f in &mut out.0 {
+        let mut values: Vec<f64> = runs.iter().filter_map(|r| r.get(f.key)).collect();
+        values.sort_by(f64::total_cmp);
+        f.value = (values.len() == runs.len()).then(|| values[values.len() / 2]);
+    }
+    out
+}
+
+/// A target and whether the SDK meets it.
+fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
+    let ratio = |key: &str| sdk.get(key).zip(floor.get(key)).map(|(s, f)| s / f);
+    let mut out = Vec::new();
+    let mut check = |name: String, ok: Option<bool>| out.push((name, ok));
+    check("sequential p50 ≤ 1.25 × floor".into(), ratio("seq_p50_us").map(|r| r <= 1.25));
+    check("pipelined calls/s ≥ 1.0 × floor".into(), ratio("pipelined_calls_per_s").map(|r| r >= 1.0));
+    check("16 MiB payload MB/s ≥ 0.8 × floor".into(), ratio("payload_16mib_mb_per_s").map(|r| r >= 0.8));
+    check("peak RSS ≤ 5 × 16 MiB + 16 MiB".into(), sdk.get("peak_rss_kib").map(|k| k <= (5.0 * 16.0 + 16.0) * 1024.0));
+    check("idle RSS ≤ 6 MiB".into(), sdk.get("idle_rss_kib").map(|k| k <= 6.0 * 1024.0));
+    check("spawn → handshake ≤ 1.5 × floor".into(), ratio("spawn_handshake_ms").map(|r| r <= 1.5));
+    check(
+        "churn cycles/s ≥ 0.3 × sequential calls/s".into(),
+        sdk.get("churn_cycles_per_s").zip(sdk.get("seq_calls_per_s")).map(|(c, s)| c >= 0.3 * s),
+    );
+    check(
+        "callback round trip ≤ 1.5 × plain call".into(),
+        sdk.get("callback_rtt_us").zip(sdk.get("seq_p50_us")).map(|(c, p)| c <= 1.5 * p),
+    );
+    if sdk.get("rss_growth_pct").is_some() {
+        check("RSS growth over the soak ≤ 10%".into(), sdk.get("rss_growth_pct").map(|g| g <= 10.0));
+    }
+    out
+}
+
+fn compare(args: &Args) -> ExitCode {
+    let floor_path = args.floor.clone().unwrap_or_else(|| sibling("floor-plugin"));
+    let sdk_path = args.sdk.clone().unwrap_or_else(|| sibling("sdk-plugin"));
+    let (mut floors, mut sdks) = (Vec::new(), Vec::new());
+    for run in 0..args.runs.max(1) {
+        eprintln!("run {}/{}: floor", run + 1, args.runs);
+        floors.push(measure(&floor_path, args.sizes));
+        eprintln!("run {}/{}: sdk", run + 1, args.runs);
+        sdks.push(measure(&sdk_path, args.sizes));
+    }
+    let (floor, sdk) = (medians(&floors), medians(&sdks));
+    let checks = targets(&floor, &sdk);
+    if args.json {
+        let figures = |f: &Figures| -> serde_json::Value {
+            f.0.iter().map(|x| (x.key.to_owned(), x.value.map_or(serde_json::Value::Null, Into::into))).collect()
+        };
+        let targets: serde_json::Map<String, serde_json::Value> = checks
+            .iter()
+            .map(|(n, ok)| (n.clone(), ok.map_or(serde_json::Value::Null, serde_json::Value::Bool)))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"runs": args.runs, "floor": figures(&floor), "sdk": figures(&sdk), "targets": targets})
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!("medians of {} interleaved runs", args.runs);
+    println!("{:<24} {:>14} {:>14} {:>8}  unit", "figure", "floor", "sdk", "sdk/floor");
+    for f in &floor.0 {
+        let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"));
+        let s = sdk.get(f.key);
+        let ratio = s.zip(f.value).map_or_else(|| "-".to_owned(), |(s, f)| format!("{:.2}", s / f));
+        println!("{:<24} {:>14} {:>14} {:>8}  {}", f.key, show(f.value), show(s), ratio, f.unit);
+    }
+    println!();
+    for (name, ok) in checks {
+        let mark = match ok {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "n/a",
+        };
+        println!("{mark:>7}  {name}");
+    }
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!(
+                "plugin-bench: {e}\nusage: plugin-bench run PLUGIN [--quick] [--soak] [--json]\n       plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match args.command.as_str() {
+        "run" => {
+            let Some(plugin) = &args.plugin else {
+                eprintln!("plugin-bench: run needs the plugin's path");
+                return ExitCode::from(2);
+            };
+            print_one(&measure(plugin, args.sizes), args.json);
+            ExitCode::SUCCESS
+        }
+        "compare" => compare(&args),
+        other => {
+            eprintln!("plugin-bench: unknown command {other}; use run or compare");
+            ExitCode::from(2)
+        }
+    }
+}
