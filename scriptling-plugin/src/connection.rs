@@ -22,6 +22,7 @@ use crate::objects::{self, Entry};
 use crate::outgoing::{Outgoing, OutgoingError, Pending};
 use crate::panic::{self, CatchUnwind};
 use crate::plugin::Core;
+use crate::pool::SyncPool;
 use crate::rpc::{self, Frame, Id, Message, Request};
 use crate::value::Value;
 use crate::writer::FrameWriter;
@@ -64,6 +65,8 @@ pub(crate) struct Connection {
     pub(crate) client_id: u64,
     /// Whether the transport can carry the plugin's own requests to the host.
     pub(crate) can_call_host: bool,
+    /// Runs sync handlers.
+    pool: Arc<SyncPool>,
 }
 
 #[derive(Deserialize)]
@@ -114,8 +117,10 @@ impl Connection {
         writer: FrameWriter,
         control: mpsc::UnboundedSender<Control>,
         client_id: u64,
+        pool: Arc<SyncPool>,
     ) -> Self {
         Self {
+            pool,
             client_id,
             can_call_host: true,
             core,
@@ -389,7 +394,7 @@ impl Connection {
             Work::Ready(outcome) => self.respond(id.as_deref(), outcome),
             Work::Blocking(f) => {
                 let this = Arc::clone(self);
-                rt.spawn_blocking(move || {
+                self.pool.submit(move || {
                     let outcome = f();
                     this.respond(id.as_deref(), outcome);
                     drop(_inflight);
@@ -426,7 +431,7 @@ impl Connection {
         let mut tasks = Vec::with_capacity(jobs.len());
         for Job { id, work, _inflight } in jobs {
             shutdown |= matches!(work, Work::Shutdown);
-            tasks.push((id, tokio::spawn(complete(work)), _inflight));
+            tasks.push((id, tokio::spawn(complete(Arc::clone(&self.pool), work)), _inflight));
         }
         let mut frame = b"[".to_vec();
         let mut answered = 0;
@@ -456,12 +461,17 @@ impl Connection {
 }
 
 /// Runs a job's work to completion wherever the caller is.
-async fn complete(work: Work) -> Outcome {
+async fn complete(pool: Arc<SyncPool>, work: Work) -> Outcome {
     match work {
         Work::Ready(outcome) => outcome,
-        Work::Blocking(f) => tokio::task::spawn_blocking(f)
-            .await
-            .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}")))),
+        Work::Blocking(f) => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            pool.submit(move || {
+                let _ = tx.send(f());
+            });
+            rx.await
+                .unwrap_or_else(|_| Err(RpcError::new(ErrorCode::InternalError, "internal error: a handler was lost")))
+        }
         Work::Async(fut) => fut.await,
         Work::Shutdown => Ok(b"null".to_vec()),
     }

@@ -44,6 +44,7 @@ mod objects;
 mod outgoing;
 mod panic;
 mod plugin;
+mod pool;
 mod rpc;
 mod schema;
 mod transport;

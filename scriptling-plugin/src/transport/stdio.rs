@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::connection::{Connection, Control};
 use crate::error::{ErrorCode, RpcError, ServeError};
 use crate::plugin::Core;
+use crate::pool::SyncPool;
 use crate::rpc;
 use crate::transport::guard;
 use crate::transport::lines::{Line, LineReader};
@@ -51,9 +52,10 @@ where
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();
     let grace = core.options.shutdown_grace;
     let max = core.options.max_frame_bytes;
-    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, 0));
-    let reader_conn = Arc::clone(&conn);
     let rt = Handle::current();
+    let pool = Arc::new(SyncPool::new(Some(rt.clone())));
+    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, 0, pool));
+    let reader_conn = Arc::clone(&conn);
     std::thread::Builder::new()
         .name("scriptling-plugin-stdin".into())
         .spawn(move || read_loop(&reader_conn, LineReader::new(input, max), &rt))?;
