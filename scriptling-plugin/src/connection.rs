@@ -419,9 +419,18 @@ impl Connection {
 
     fn respond(&self, id: Option<&RawValue>, outcome: Outcome) {
         let Some(id) = id else { return };
-        let mut frame = Vec::new();
-        write_response(&mut frame, id, &outcome);
-        self.writer.write_frame(frame);
+        match &outcome {
+            // Write the result where it was serialised: no copy of a large payload.
+            Ok(result) => {
+                let (prefix, suffix) = rpc::result_envelope(id);
+                self.writer.write_parts(&[&prefix, result, suffix]);
+            }
+            Err(err) => {
+                let mut frame = Vec::new();
+                rpc::write_error(&mut frame, Some(id), err);
+                self.writer.write_frame(frame);
+            }
+        }
     }
 
     /// Runs a batch's jobs concurrently and answers them with one array, in

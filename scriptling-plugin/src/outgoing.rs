@@ -29,6 +29,9 @@ pub(crate) enum OutgoingError {
 
 pub(crate) type Reply = Result<Box<RawValue>, OutgoingError>;
 
+/// How long a blocking waiter spins before parking.
+const SPIN_FOR_REPLY: std::time::Duration = std::time::Duration::from_micros(60);
+
 pub(crate) struct Outgoing {
     next_id: AtomicU64,
     state: Mutex<State>,
@@ -135,7 +138,25 @@ impl Pending {
     /// Waits for the response, blocking the thread (for sync handlers, which
     /// run on the blocking pool).
     pub(crate) fn wait_blocking(mut self) -> Reply {
-        let rx = self.rx.take().expect("waited once");
+        let mut rx = self.rx.take().expect("waited once");
+        // A quick host answers within a few tens of microseconds: spin for
+        // that long before parking, which saves a thread wake-up per callback.
+        let deadline = std::time::Instant::now() + SPIN_FOR_REPLY;
+        let mut turns = 0u32;
+        loop {
+            match rx.try_recv() {
+                Ok(reply) => return reply,
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    return Err(OutgoingError::Closed("the connection closed".into()));
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            std::hint::spin_loop();
+            turns = turns.wrapping_add(1);
+            if turns % 64 == 0 && std::time::Instant::now() >= deadline {
+                break;
+            }
+        }
         rx.blocking_recv().unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
     }
 }

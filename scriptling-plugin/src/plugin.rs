@@ -163,6 +163,11 @@ impl Plugin {
     /// and file descriptor 1 is pointed at stderr, so `println!` anywhere in
     /// the process cannot corrupt the stream.
     ///
+    /// It also sets glibc's allocator to return buffers of 1 MiB and more
+    /// to the system when freed (large payloads otherwise stay resident in
+    /// per-thread arenas); [`serve_stdio`](Plugin::serve_stdio) leaves the
+    /// allocator alone.
+    ///
     /// Returns `Ok(())` once served (the process should then exit with
     /// status 0, which returning from `main` does), or the registration
     /// problems if the plugin is inconsistent.

@@ -162,6 +162,16 @@ pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
     out.push(b'}');
 }
 
+/// The bytes around a success response's result: `{"jsonrpc":"2.0","id":<id>,"result":`
+/// and `}` plus the newline.
+pub(crate) fn result_envelope(id: &RawValue) -> (Vec<u8>, &'static [u8]) {
+    let mut prefix = Vec::with_capacity(id.get().len() + 32);
+    prefix.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    prefix.extend_from_slice(id.get().as_bytes());
+    prefix.extend_from_slice(b",\"result\":");
+    (prefix, b"}\n")
+}
+
 /// Writes an error response frame into `out`. `id` is `None` when the
 /// request's id could not be read (it is then `null`, as JSON-RPC requires).
 pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcError) {

@@ -463,6 +463,7 @@ fn decode<T: serde::de::DeserializeOwned>(result: serde_json::Value) -> Result<T
 fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
+    let mut acks: Option<Sender<serde_json::Value>> = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -480,9 +481,14 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
         };
         if frame.get("method").is_some() {
             if frame["method"] == "host.log" {
-                // Recorded in stream order, so tests can see that a record
-                // arrived before the response that follows it.
-                answer_plugin_request(shared, &frame);
+                // Recorded here, in stream order, so tests can see that a
+                // record arrived before the response that follows it; acked
+                // from another thread so this reader never blocks on a write.
+                record_log(shared, &frame);
+                if let Some(id) = frame.get("id") {
+                    let ack = json!({"jsonrpc": "2.0", "id": id, "result": {"type": "null"}});
+                    let _ = acks.get_or_insert_with(|| spawn_ack_writer(shared)).send(ack);
+                }
             } else {
                 // Answer on another thread: a callback may itself call the plugin.
                 dispatch_to_worker(shared, frame);
@@ -502,6 +508,29 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
     }
     // Dropping the waiters' senders wakes them with `Closed`.
     lock(&shared.pending).clear();
+}
+
+fn record_log(shared: &Shared, frame: &serde_json::Value) {
+    let params = &frame["params"];
+    let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();
+    lock(&shared.logs).push(LogRecord {
+        level: params["level"].as_str().unwrap_or_default().to_owned(),
+        message: params["message"].as_str().unwrap_or_default().to_owned(),
+        args,
+    });
+}
+
+/// A thread that writes `host.log` acknowledgements in order.
+fn spawn_ack_writer(shared: &Arc<Shared>) -> Sender<serde_json::Value> {
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    let weak = Arc::downgrade(shared);
+    std::thread::spawn(move || {
+        while let Ok(ack) = rx.recv() {
+            let Some(shared) = weak.upgrade() else { return };
+            let _ = shared.write_line(&serde_json::to_vec(&ack).expect("JSON"));
+        }
+    });
+    tx
 }
 
 /// Hands a plugin request to an idle worker, or to a new one.
@@ -529,15 +558,6 @@ fn dispatch_to_worker(shared: &Arc<Shared>, frame: serde_json::Value) {
 fn answer_plugin_request(shared: &Shared, frame: &serde_json::Value) {
     let params = frame.get("params").cloned().unwrap_or(serde_json::Value::Null);
     let outcome: Result<serde_json::Value, (i64, String)> = match frame["method"].as_str().unwrap_or_default() {
-        "host.log" => {
-            let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();
-            lock(&shared.logs).push(LogRecord {
-                level: params["level"].as_str().unwrap_or_default().to_owned(),
-                message: params["message"].as_str().unwrap_or_default().to_owned(),
-                args,
-            });
-            Ok(json!({"type": "null"}))
-        }
         "callback.call" => {
             let id = params["id"].as_str().unwrap_or_default().to_owned();
             let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();

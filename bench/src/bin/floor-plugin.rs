@@ -14,7 +14,7 @@ struct Request<'a> {
     #[serde(borrow)]
     id: Option<&'a RawValue>,
     #[serde(borrow)]
-    method: Cow<'a, str>,
+    method: Option<Cow<'a, str>>,
     #[serde(borrow)]
     params: Option<&'a RawValue>,
 }
@@ -133,8 +133,10 @@ impl<R: BufRead, W: Write> Floor<R, W> {
                 }
                 continue;
             };
+            // A response (to a log record): nothing to do.
+            let Some(method) = req.method else { continue };
             let params = req.params.map_or("null", RawValue::get);
-            match &*req.method {
+            match &*method {
                 "scriptling.handshake" => self.respond(req.id, HANDSHAKE)?,
                 "function.call" => {
                     let Ok(call) = serde_json::from_str::<Call<'_>>(params) else {

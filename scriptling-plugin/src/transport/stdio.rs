@@ -29,6 +29,7 @@ use crate::writer::FrameWriter;
 
 /// Serves on stdio with a runtime of its own.
 pub(crate) fn run(core: Core) -> Result<(), ServeError> {
+    return_large_buffers_to_the_system();
     let out = guard::take_stdout()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("scriptling-plugin").build()?;
     let result = rt.block_on(serve_connection(Arc::new(core), std::io::stdin(), out));
@@ -115,4 +116,22 @@ fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>, rt: &Ha
 
 fn reader_max(conn: &Connection) -> usize {
     conn.core.options.max_frame_bytes
+}
+
+/// Makes glibc serve allocations of 1 MiB and more with their own mappings,
+/// returned to the system when freed.
+///
+/// By default glibc raises that threshold after large frees, so later large
+/// payload buffers come from per-thread arenas that keep them: with requests
+/// handled on several threads, a plugin that saw five 16 MiB payloads held
+/// ~99 MiB at peak; with the threshold fixed it holds ~36 MiB. Only `run`
+/// does this (it owns the process); with another global allocator it has no
+/// effect.
+fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; it is safe to call at
+    // any time, and this runs before the plugin starts its threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
