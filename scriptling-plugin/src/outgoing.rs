@@ -153,7 +153,7 @@ impl Pending {
             }
             std::hint::spin_loop();
             turns = turns.wrapping_add(1);
-            if turns % 64 == 0 && std::time::Instant::now() >= deadline {
+            if turns.is_multiple_of(64) && std::time::Instant::now() >= deadline {
                 break;
             }
         }

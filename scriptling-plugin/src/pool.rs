@@ -183,7 +183,7 @@ fn spin_for_work(shared: &Shared) {
     while shared.queued.load(Ordering::Acquire) == 0 {
         std::hint::spin_loop();
         turns = turns.wrapping_add(1);
-        if turns % 64 == 0 {
+        if turns.is_multiple_of(64) {
             if Instant::now() >= deadline {
                 return;
             }
