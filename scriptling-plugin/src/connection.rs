@@ -61,9 +61,8 @@ pub(crate) struct Connection {
     pub(crate) inflight: Arc<InFlight>,
     shutting_down: AtomicBool,
     control: mpsc::UnboundedSender<Control>,
-    /// Tells the objects of different clients apart (0 on stdio).
-    pub(crate) client_id: u64,
-    /// Whether the transport can carry the plugin's own requests to the host.
+    /// Whether the transport can carry the plugin's own requests to the host
+    /// (stdio can; HTTP cannot).
     pub(crate) can_call_host: bool,
     /// Runs sync handlers.
     pool: Arc<SyncPool>,
@@ -116,13 +115,12 @@ impl Connection {
         core: Arc<Core>,
         writer: FrameWriter,
         control: mpsc::UnboundedSender<Control>,
-        client_id: u64,
+        can_call_host: bool,
         pool: Arc<SyncPool>,
     ) -> Self {
         Self {
             pool,
-            client_id,
-            can_call_host: true,
+            can_call_host,
             core,
             writer,
             outgoing: Outgoing::new(),
@@ -143,7 +141,7 @@ impl Connection {
     pub(crate) fn handle_line(self: &Arc<Self>, line: &[u8], rt: &Handle) {
         match rpc::parse_frame(line) {
             Frame::Single(Message::Request(req)) => {
-                let job = self.prepare(req);
+                let job = self.prepare(req, 0);
                 self.launch(job, rt);
             }
             Frame::Single(Message::Response(resp)) => self.route(resp),
@@ -156,7 +154,7 @@ impl Connection {
                 let mut jobs = Vec::with_capacity(messages.len());
                 for message in messages {
                     match message {
-                        Message::Request(req) => jobs.push(self.prepare(req)),
+                        Message::Request(req) => jobs.push(self.prepare(req, 0)),
                         Message::Response(resp) => self.route(resp),
                         Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
                     }
@@ -227,15 +225,15 @@ impl Connection {
 
     /// Turns a request into a job. Cheap work (the handshake, errors) is done
     /// here; calls become closures or futures that run elsewhere.
-    fn prepare(self: &Arc<Self>, req: Request<'_>) -> Job {
+    fn prepare(self: &Arc<Self>, req: Request<'_>, client: u64) -> Job {
         let id = req.id.map(ToOwned::to_owned);
         if self.shutting_down.load(Ordering::Acquire) {
             return self.job(id, Work::Ready(Err(RpcError::application("the plugin is shutting down"))));
         }
         let work = match req.method {
-            "function.call" => self.prepare_call(req.params),
-            "object.new" => self.prepare_new(req.params),
-            "object.call_method" => self.prepare_method(req.params),
+            "function.call" => self.prepare_call(req.params, client),
+            "object.new" => self.prepare_new(req.params, client),
+            "object.call_method" => self.prepare_method(req.params, client),
             "object.destroy" => self.prepare_destroy(req.params),
             "scriptling.handshake" => Work::Ready(Ok(self.core.handshake.clone())),
             "environment.open" | "environment.close" => Work::Ready(Ok(b"null".to_vec())),
@@ -246,7 +244,7 @@ impl Connection {
         self.job(id, work)
     }
 
-    fn prepare_call(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
+    fn prepare_call(self: &Arc<Self>, params: Option<&RawValue>, client: u64) -> Work {
         let params: CallParams = match parse_params("function.call", params) {
             Ok(p) => p,
             Err(e) => return Work::Ready(Err(e)),
@@ -257,10 +255,11 @@ impl Connection {
                 params.name, self.core.function_list
             ))));
         };
-        self.invoke(function, None, params.args.unwrap_or_default(), params.kwargs.unwrap_or_default(), Encode::Value)
+        let (args, kwargs) = (params.args.unwrap_or_default(), params.kwargs.unwrap_or_default());
+        self.invoke(function, None, args, kwargs, Encode::Value, client)
     }
 
-    fn prepare_new(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
+    fn prepare_new(self: &Arc<Self>, params: Option<&RawValue>, client: u64) -> Work {
         let params: NewParams = match parse_params("object.new", params) {
             Ok(p) => p,
             Err(e) => return Work::Ready(Err(e)),
@@ -272,10 +271,10 @@ impl Connection {
             ))));
         };
         let args = params.args.unwrap_or_default();
-        self.invoke(&class.constructor, None, args, params.kwargs.unwrap_or_default(), Encode::NewObject)
+        self.invoke(&class.constructor, None, args, params.kwargs.unwrap_or_default(), Encode::NewObject, client)
     }
 
-    fn prepare_method(self: &Arc<Self>, params: Option<&RawValue>) -> Work {
+    fn prepare_method(self: &Arc<Self>, params: Option<&RawValue>, client: u64) -> Work {
         let params: MethodParams = match parse_params("object.call_method", params) {
             Ok(p) => p,
             Err(e) => return Work::Ready(Err(e)),
@@ -287,7 +286,7 @@ impl Connection {
         let args = params.args.unwrap_or_default();
         let kwargs = params.kwargs.unwrap_or_default();
         if let Some(method) = class.methods.get(&params.method) {
-            return self.invoke(method, Some(entry), args, kwargs, Encode::Value);
+            return self.invoke(method, Some(entry), args, kwargs, Encode::Value, client);
         }
         let Some(property) = class.properties.get(&params.method) else {
             return Work::Ready(Err(RpcError::application(format!(
@@ -298,10 +297,10 @@ impl Connection {
         let name = &params.method;
         let refuse = |message: String| Work::Ready(Err(RpcError::application(message)));
         match (args.len(), kwargs.is_empty()) {
-            (0, true) => self.invoke(&property.getter, Some(entry), args, kwargs, Encode::Value),
+            (0, true) => self.invoke(&property.getter, Some(entry), args, kwargs, Encode::Value, client),
             (0, false) => refuse(format!("property '{name}' of {} does not accept keyword arguments", class.name)),
             (1, true) => match &property.setter {
-                Some(setter) => self.invoke(setter, Some(entry), args, kwargs, Encode::Value),
+                Some(setter) => self.invoke(setter, Some(entry), args, kwargs, Encode::Value, client),
                 None => refuse(format!("can't set attribute '{name}': property is read-only")),
             },
             (n, _) => refuse(format!(
@@ -349,11 +348,12 @@ impl Connection {
         positional: Vec<Value>,
         keywords: BTreeMap<String, Value>,
         encode: Encode,
+        client: u64,
     ) -> Work {
         let signature = Arc::clone(&function.signature);
         let handler = Arc::clone(&function.handler);
         let receiver = receiver.map(|e| (e, Arc::clone(&self.core.library)));
-        let scope = CallScope { conn: Arc::clone(self), call: Arc::new(CallState::default()) };
+        let scope = CallScope { conn: Arc::clone(self), call: Arc::new(CallState::default()), client };
         match &*handler {
             Handler::Sync(_) => Work::Blocking(Box::new(move || {
                 let Handler::Sync(f) = &*handler else { unreachable!("checked above") };
@@ -436,6 +436,20 @@ impl Connection {
     /// Runs a batch's jobs concurrently and answers them with one array, in
     /// request order, leaving out notifications.
     async fn run_batch(self: Arc<Self>, jobs: Vec<Job>) {
+        let (frame, shutdown) = self.answer_jobs(jobs).await;
+        if let Some(frame) = frame {
+            self.writer.write_frame(frame);
+        }
+        if shutdown {
+            self.begin_shutdown();
+            let _ = self.control.send(Control::Shutdown);
+        }
+    }
+
+    /// Runs jobs concurrently and returns their answers as one array (in
+    /// request order, notifications left out; `None` if nothing is owed),
+    /// and whether one of them was `plugin.shutdown`.
+    async fn answer_jobs(&self, jobs: Vec<Job>) -> (Option<Vec<u8>>, bool) {
         let mut shutdown = false;
         let mut tasks = Vec::with_capacity(jobs.len());
         for Job { id, work, _inflight } in jobs {
@@ -458,13 +472,42 @@ impl Connection {
             write_response(&mut frame, &id, &outcome);
         }
         frame.push(b']');
-        if answered > 0 {
-            self.writer.write_frame(frame);
-        }
-        drop(guards);
-        if shutdown {
-            self.begin_shutdown();
-            let _ = self.control.send(Control::Shutdown);
+        ((answered > 0).then_some(frame), shutdown)
+    }
+
+    /// Answers one whole message (a request or a batch) for a transport
+    /// that answers in kind, such as HTTP: the response body, or `None`
+    /// when only notifications were sent; and whether it held
+    /// `plugin.shutdown`. Requests run as `client` (see `CallScope`).
+    #[cfg(feature = "http")]
+    pub(crate) async fn answer(self: &Arc<Self>, body: &[u8], client: u64) -> (Option<Vec<u8>>, bool) {
+        match rpc::parse_frame(body) {
+            Frame::Single(Message::Request(req)) => {
+                let job = self.prepare(req, client);
+                let (frame, shutdown) = self.answer_jobs(vec![job]).await;
+                // A single request is answered with an object, not an array.
+                (frame.map(|f| f[1..f.len() - 1].to_vec()), shutdown)
+            }
+            Frame::Single(Message::Response(resp)) => {
+                self.route(resp);
+                (None, false)
+            }
+            Frame::Single(Message::Invalid(id, err)) => {
+                let mut frame = Vec::new();
+                rpc::write_error(&mut frame, id, &err);
+                (Some(frame), false)
+            }
+            Frame::Batch(messages) => {
+                let mut jobs = Vec::with_capacity(messages.len());
+                for message in messages {
+                    match message {
+                        Message::Request(req) => jobs.push(self.prepare(req, client)),
+                        Message::Response(resp) => self.route(resp),
+                        Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
+                    }
+                }
+                self.answer_jobs(jobs).await
+            }
         }
     }
 }

@@ -65,6 +65,9 @@ impl Drop for WaitingOnHost {
 pub(crate) struct CallScope {
     pub(crate) conn: Arc<Connection>,
     pub(crate) call: Arc<CallState>,
+    /// The client the call came from: objects it creates are its own
+    /// (always 0 on stdio; see the HTTP transport).
+    pub(crate) client: u64,
 }
 
 thread_local! {

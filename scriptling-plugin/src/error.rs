@@ -77,6 +77,8 @@ pub enum ErrorCode {
     InternalError,
     /// `-32000`: the call failed (unknown function, bad argument, plugin error, panic).
     Application,
+    /// `-32001`: an HTTP request without the configured bearer token.
+    AuthenticationFailed,
 }
 
 impl ErrorCode {
@@ -94,6 +96,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
             ErrorCode::Application => -32000,
+            ErrorCode::AuthenticationFailed => -32001,
         }
     }
 }

@@ -73,6 +73,9 @@ pub use objects::{ReadGuard, Ref, WriteGuard, into_remote};
 pub use plugin::{Plugin, PluginFunction};
 pub use value::{CallbackRef, RemoteRef, Value};
 
+#[cfg(feature = "http")]
+pub use transport::http::{CLIENT_HEADER, HttpConfig};
+
 #[cfg(feature = "macros")]
 pub use scriptling_plugin_macros::{plugin_class, plugin_fn};
 

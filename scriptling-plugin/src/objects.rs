@@ -102,6 +102,7 @@ impl ObjectTable {
     }
 
     /// The number of live objects.
+    #[cfg(feature = "testing")]
     pub(crate) fn len(&self) -> usize {
         lock(&self.entries).len()
     }
@@ -421,6 +422,6 @@ pub fn into_remote<T: PluginClass>(value: T) -> Result<Value, IntoValueError> {
             std::any::type_name::<T>().rsplit("::").next().unwrap_or(T::NAME)
         )));
     };
-    let entry = core.objects.insert(class, value, scope.conn.client_id);
+    let entry = core.objects.insert(class, value, scope.client);
     Ok(Value::Remote(entry.remote_ref(&core.library)))
 }

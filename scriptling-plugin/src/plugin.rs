@@ -171,9 +171,50 @@ impl Plugin {
     /// Returns `Ok(())` once served (the process should then exit with
     /// status 0, which returning from `main` does), or the registration
     /// problems if the plugin is inconsistent.
+    ///
+    /// The same binary can serve HTTP instead, with no code change: pass
+    /// `--listen ADDR` (and optionally `--path /json-rpc`), or set
+    /// `SCRIPTLING_PLUGIN_LISTEN` (with `SCRIPTLING_PLUGIN_PATH`,
+    /// `SCRIPTLING_PLUGIN_TOKEN`, `SCRIPTLING_PLUGIN_TIMEOUT`); arguments
+    /// win over the environment. This needs the `http` feature. Set the
+    /// variables only for the plugin's own process: a Scriptling host passes
+    /// its environment to every plugin it spawns.
     pub fn run(self) -> Result<(), ServeError> {
         let core = self.build()?;
+        #[cfg(feature = "http")]
+        if let Some(config) = crate::transport::http::HttpConfig::from_env_and_args()? {
+            return crate::transport::http::run(core, config);
+        }
+        #[cfg(not(feature = "http"))]
+        if std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
+            || std::env::var("SCRIPTLING_PLUGIN_LISTEN").is_ok_and(|v| !v.is_empty())
+        {
+            return Err(ServeError::Invalid(vec![
+                "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin"
+                    .to_owned(),
+            ]));
+        }
         crate::transport::stdio::run(core)
+    }
+
+    /// Serves the plugin over HTTP at `addr` (`"127.0.0.1:8081"`, or a port
+    /// alone for loopback) until SIGINT or SIGTERM. See
+    /// [`serve_http_with`](Plugin::serve_http_with) for the options.
+    #[cfg(feature = "http")]
+    pub fn serve_http(self, addr: &str) -> Result<(), ServeError> {
+        let config = crate::transport::http::HttpConfig::new(
+            crate::transport::http::parse_addr(addr).map_err(|e| ServeError::Invalid(vec![e]))?,
+        );
+        self.serve_http_with(config)
+    }
+
+    /// Serves the plugin over HTTP with `config`, on a runtime of its own,
+    /// until SIGINT or SIGTERM; then in-flight requests finish and every
+    /// object is dropped.
+    #[cfg(feature = "http")]
+    pub fn serve_http_with(self, config: crate::HttpConfig) -> Result<(), ServeError> {
+        let core = self.build()?;
+        crate::transport::http::run(core, config)
     }
 
     /// Like [`run`](Plugin::run), on the caller's tokio runtime (which must

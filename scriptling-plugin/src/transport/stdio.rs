@@ -55,7 +55,7 @@ where
     let max = core.options.max_frame_bytes;
     let rt = Handle::current();
     let pool = Arc::new(SyncPool::new(Some(rt.clone())));
-    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, 0, pool));
+    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, true, pool));
     let reader_conn = Arc::clone(&conn);
     std::thread::Builder::new()
         .name("scriptling-plugin-stdin".into())
