@@ -6,6 +6,9 @@
 //! plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]
 //!     measure the floor plugin and the SDK plugin side by side, N runs
 //!     interleaved, and print medians, ratios and the targets
+//! plugin-bench http [PLUGIN] [--runs N] [--quick] [--json]
+//!     serve PLUGIN (default: the SDK plugin) over HTTP on loopback and
+//!     measure requests/s with 1 and 16 keep-alive clients
 //! ```
 //!
 //! Build everything in release mode and compare with:
@@ -14,7 +17,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use scriptling_plugin_bench::measure::{Figures, Sizes, measure};
+use scriptling_plugin_bench::measure::{Figures, Sizes, http_load, measure};
 
 struct Args {
     command: String,
@@ -150,6 +153,49 @@ fn compare(args: &Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Starts `plugin` serving HTTP on a free loopback port; returns it and the address.
+fn start_http(plugin: &std::path::Path) -> Option<(std::process::Child, std::net::SocketAddr)> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(plugin)
+        .env("SCRIPTLING_PLUGIN_LISTEN", "127.0.0.1:0")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let stderr = std::io::BufReader::new(child.stderr.take()?);
+    for line in stderr.lines().map_while(Result::ok) {
+        if let Some(rest) = line.split("listening at http://").nth(1) {
+            let addr = rest.split('/').next()?.parse().ok()?;
+            return Some((child, addr));
+        }
+    }
+    let _ = child.kill();
+    None
+}
+
+fn http(args: &Args) -> ExitCode {
+    let plugin = args.plugin.clone().unwrap_or_else(|| sibling("sdk-plugin"));
+    let Some((mut child, addr)) = start_http(&plugin) else {
+        eprintln!("plugin-bench: {} did not start serving HTTP", plugin.display());
+        return ExitCode::FAILURE;
+    };
+    let per_client = if args.sizes.sequential < Sizes::FULL.sequential { 500 } else { 10_000 };
+    let mut figures = Figures::default();
+    for (key, clients) in [("http_1_client_req_per_s", 1), ("http_16_clients_req_per_s", 16)] {
+        let runs: Vec<f64> =
+            (0..args.runs.max(1)).filter_map(|_| http_load(addr, clients, per_client / clients.min(4))).collect();
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = (runs.len() == args.runs.max(1)).then(|| sorted[sorted.len() / 2]);
+        figures.0.push(scriptling_plugin_bench::measure::Figure { key, unit: "req/s", value: median });
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    print_one(&figures, args.json);
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
@@ -170,6 +216,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         "compare" => compare(&args),
+        "http" => http(&args),
         other => {
             eprintln!("plugin-bench: unknown command {other}; use run or compare");
             ExitCode::from(2)
