@@ -171,15 +171,20 @@ fn schema_lists_classes_in_declaration_order() {
     let hs = host().handshake().unwrap();
     let class = &hs["schema"]["classes"][0];
     assert_eq!(class["name"], "Tracked");
-    assert_eq!(class["description"], "An object that records its destroy hook and its Drop.");
-    assert_eq!(class["constructor"], json!({"name": "Tracked", "description": "Creates a tracked object."}));
+    // Help text: the Scriptling signature, then the doc comment.
+    assert_eq!(class["description"], "Tracked(tag, value=0)\n\nAn object that records its destroy hook and its Drop.");
+    assert_eq!(
+        class["constructor"],
+        json!({"name": "Tracked", "description": "Tracked(tag, value=0)\n\nCreates a tracked object."})
+    );
+    assert_eq!(class["methods"][0]["description"], "add(amount=1)\n\nAdds and returns the new value.");
     let methods: Vec<&str> = class["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
     assert_eq!(methods, ["add", "peek_slowly", "bump_slowly", "add_later", "read_later", "twice", "spawn_child"]);
     assert_eq!(
         class["properties"],
         json!([
-            {"name": "value", "description": "The value, settable.", "settable": true},
-            {"name": "label", "description": "A read-only label.", "settable": false}
+            {"name": "value", "description": "value\n\nThe value, settable.", "settable": true},
+            {"name": "label", "description": "label\n\nA read-only label.", "settable": false}
         ])
     );
     assert_eq!(hs["schema"]["classes"][1]["name"], "Other");

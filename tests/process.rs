@@ -137,8 +137,8 @@ fn properties_example_matches_upstream() {
     assert_eq!(
         hs["schema"]["classes"][0]["properties"],
         json!([
-            {"name": "value", "description": "The current value; assignable.", "settable": true},
-            {"name": "label", "description": "A label describing the counter (read-only).", "settable": false}
+            {"name": "value", "description": "value\n\nThe current value; assignable.", "settable": true},
+            {"name": "label", "description": "label\n\nA label describing the counter (read-only).", "settable": false}
         ])
     );
     let c = host.new_object("Counter", [Value::Int(5)]).unwrap();

@@ -173,12 +173,16 @@ fn handshake_describes_the_library_in_registration_order() {
             "nothing"
         ]
     );
+    // Help text: the Scriptling signature (with defaults), then the doc comment.
     assert_eq!(
         hs["schema"]["functions"][0]["description"],
-        "Returns a greeting.\n\nThe greeting defaults to \"Hello\"."
+        "greet(name, greeting=\"Hello\")\n\nReturns a greeting.\n\nThe greeting defaults to \"Hello\"."
     );
-    assert_eq!(hs["schema"]["functions"][1]["description"], "Counts the items, if any.");
-    assert!(hs["schema"]["functions"][2].get("description").is_none());
+    assert_eq!(hs["schema"]["functions"][1]["description"], "count(items)\n\nCounts the items, if any.");
+    assert_eq!(hs["schema"]["functions"][2]["description"], "fail(message)");
+    assert_eq!(hs["schema"]["functions"][10]["description"], "small(n, scale=None)");
+    // No source anywhere: the host builds a native proxy (no script mode).
+    assert!(hs["schema"]["functions"].as_array().unwrap().iter().all(|f| f.get("source").is_none()));
     assert_eq!(
         hs["schema"]["constants"],
         json!([{"name": "answer", "value": {"type": "int", "value": 42}}, {"name": "ratio", "value": {"type": "float", "value": 0.5}}])

@@ -25,6 +25,8 @@ mod shim;
 /// | option | meaning |
 /// |---|---|
 /// | `name = "..."` | the name Scriptling sees (default: the Rust name) |
+/// | `wrapper = "..."` | Scriptling source the host runs instead of its generated proxy (switches the library to script mode) |
+/// | `hidden` | callable over RPC but left out of the schema, for wrappers to call |
 ///
 /// Parameters are matched positionally or by keyword using their Rust
 /// names. `#[arg(default = <expr>)]` on a parameter makes it optional; the
@@ -60,6 +62,7 @@ pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// | option | meaning |
 /// |---|---|
 /// | `name = "..."` | the class name Scriptling sees (default: the Rust name) |
+/// | `wrapper = "..."` | Scriptling source defining the class, run by the host instead of its generated class |
 ///
 /// In the impl block:
 ///

@@ -39,16 +39,18 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 fn expand_struct(attr: TokenStream, item: ItemStruct) -> TokenStream {
     let mut errors = Errors::default();
     let mut name: Option<LitStr> = None;
+    let mut wrapper: Option<LitStr> = None;
     match attrs::parse_opts.parse2(attr) {
         Ok(opts) => {
             for opt in opts {
-                if opt.key == "name" {
+                if opt.key == "name" || opt.key == "wrapper" {
                     match attrs::string_value(&opt) {
-                        Ok(s) => name = Some(s),
+                        Ok(s) if opt.key == "name" => name = Some(s),
+                        Ok(s) => wrapper = Some(s),
                         Err(e) => errors.push(e),
                     }
                 } else {
-                    errors.push(attrs::unknown(&opt.key, "#[plugin_class]", &["name"]));
+                    errors.push(attrs::unknown(&opt.key, "#[plugin_class]", &["name", "wrapper"]));
                 }
             }
         }
@@ -69,10 +71,13 @@ fn expand_struct(attr: TokenStream, item: ItemStruct) -> TokenStream {
     let doc = docs::doc_text(&item.attrs);
     let krate = quote!(::scriptling_plugin);
     // Spanned at the struct's name, so a non-Send/Sync field is reported there.
+    let source =
+        wrapper.map(|w| quote!(const SOURCE: ::core::option::Option<&'static str> = ::core::option::Option::Some(#w);));
     let identity = quote_spanned! {ident.span()=>
         impl #krate::PluginClass for #ident {
             const NAME: &'static str = #name;
             const DESCRIPTION: &'static str = #doc;
+            #source
         }
     };
     quote! {

@@ -39,6 +39,8 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[derive(Default)]
 struct Options {
     name: Option<LitStr>,
+    wrapper: Option<LitStr>,
+    hidden: bool,
 }
 
 fn parse_options(attr: TokenStream, errors: &mut Errors) -> Options {
@@ -46,14 +48,17 @@ fn parse_options(attr: TokenStream, errors: &mut Errors) -> Options {
     match attrs::parse_opts.parse2(attr) {
         Ok(opts) => {
             for opt in opts {
-                if opt.key == "name" {
+                if opt.key == "name" || opt.key == "wrapper" {
+                    let slot = if opt.key == "name" { &mut options.name } else { &mut options.wrapper };
                     match attrs::string_value(&opt) {
-                        Ok(s) if options.name.is_some() => errors.at(s, "`name` is given twice"),
-                        Ok(s) => options.name = Some(s),
+                        Ok(s) if slot.is_some() => errors.at(s, format!("`{}` is given twice", opt.key)),
+                        Ok(s) => *slot = Some(s),
                         Err(e) => errors.push(e),
                     }
+                } else if opt.key == "hidden" && opt.value.is_none() {
+                    options.hidden = true;
                 } else {
-                    errors.push(attrs::unknown(&opt.key, "#[plugin_fn]", &["name"]));
+                    errors.push(attrs::unknown(&opt.key, "#[plugin_fn]", &["name", "wrapper", "hidden"]));
                 }
             }
         }
@@ -97,6 +102,8 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let (takes, bindings) = shim::take_args(params);
     let declare = shim::declare_params(params);
     let description = shim::description(&docs::doc_text(&func.attrs));
+    let wrapper = options.wrapper.as_ref().map(|w| quote!(.source(#w)));
+    let hidden = options.hidden.then(|| quote!(.hidden()));
     let ret_span = match &func.sig.output {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => ident.span(),
@@ -131,6 +138,8 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
                 #body
                 #declare
                 #description
+                #wrapper
+                #hidden
             }
         }
     }

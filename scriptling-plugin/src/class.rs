@@ -62,7 +62,8 @@ use std::collections::HashMap;
 use crate::convert::IntoValue;
 use crate::error::CallError;
 use crate::function::{Function, IntoCallResult};
-use crate::schema::{self, ClassSchema, FunctionSchema, PropertySchema};
+use crate::schema::{ClassSchema, FunctionSchema, PropertySchema};
+use crate::script;
 use crate::value::Value;
 
 /// The struct side of a plugin class: its Scriptling name and description.
@@ -80,6 +81,9 @@ pub trait PluginClass: Send + Sync + Sized + 'static {
     const NAME: &'static str;
     /// The class's help text.
     const DESCRIPTION: &'static str = "";
+    /// Scriptling source the host runs in place of its generated class
+    /// (`#[plugin_class(wrapper = "...")]`); see [`Class::source`].
+    const SOURCE: Option<&'static str> = None;
 }
 
 /// The impl side of a plugin class: its constructor, methods and properties.
@@ -161,6 +165,7 @@ impl Property {
 pub struct Class {
     name: String,
     description: String,
+    source: Option<String>,
     type_id: TypeId,
     constructor: Option<Function>,
     methods: Vec<Function>,
@@ -175,6 +180,7 @@ impl Class {
         Self {
             name: T::NAME.to_owned(),
             description: T::DESCRIPTION.to_owned(),
+            source: T::SOURCE.map(str::to_owned),
             type_id: TypeId::of::<T>(),
             constructor: None,
             methods: Vec::new(),
@@ -209,6 +215,14 @@ impl Class {
         self
     }
 
+    /// Attaches Scriptling `source` that the host runs in place of the
+    /// class it would generate. It must define the class; to reach the
+    /// plugin it uses `scriptling.plugin._new_object` and `call_method`.
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
     /// The class name.
     pub fn name(&self) -> &str {
         &self.name
@@ -217,8 +231,8 @@ impl Class {
     /// Validates the class and turns it into its runtime entry.
     pub(crate) fn into_entry(self, problems: &mut Vec<String>) -> ClassEntry {
         let class = &self.name;
-        if !schema::is_identifier(class) {
-            problems.push(format!("class name {class:?} is not a valid Scriptling identifier"));
+        if let Some(problem) = script::identifier_problem(class) {
+            problems.push(format!("class name {class:?} {problem}"));
         }
         let constructor = match self.constructor {
             Some(c) => c.qualify(class.clone()),
@@ -236,8 +250,8 @@ impl Class {
         }
         let mut members: HashMap<String, &'static str> = HashMap::new();
         let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
-            if !schema::is_identifier(name) {
-                problems.push(format!("{class}.{name}: {kind} name is not a valid Scriptling identifier"));
+            if let Some(problem) = script::identifier_problem(name) {
+                problems.push(format!("{class}.{name}: the {kind} name {problem}"));
             } else if name.starts_with("__") && name.ends_with("__") {
                 problems.push(format!(
                     "{class}.{name}: lifecycle names cannot be methods (use a #[constructor] or an on_destroy hook)"
@@ -257,16 +271,22 @@ impl Class {
         member_names.sort_unstable();
         let member_list = if member_names.is_empty() { "none".to_owned() } else { member_names.join(", ") };
 
+        let constructor_signature = script::signature(class, constructor.params());
         let schema = ClassSchemaOwned {
             name: self.name.clone(),
-            description: self.description.clone(),
-            constructor: (constructor.name().to_owned(), constructor.help().to_owned()),
-            methods: self.methods.iter().map(|m| (m.name().to_owned(), m.help().to_owned())).collect(),
+            help: script::help(&constructor_signature, &self.description),
+            constructor: (constructor.name().to_owned(), script::help(&constructor_signature, constructor.help())),
+            methods: self
+                .methods
+                .iter()
+                .map(|m| (m.name().to_owned(), script::help(&script::signature(m.name(), m.params()), m.help())))
+                .collect(),
             properties: self
                 .properties
                 .iter()
-                .map(|p| (p.name.clone(), p.description.clone(), p.setter.is_some()))
+                .map(|p| (p.name.clone(), script::help(&p.name, &p.description), p.setter.is_some()))
                 .collect(),
+            source: self.source.clone(),
         };
         let methods = self
             .methods
@@ -320,27 +340,58 @@ pub(crate) struct PropertyEntry {
     pub(crate) setter: Option<Function>,
 }
 
-/// The class's schema data, in declaration order.
+/// The class's schema data, in declaration order, with help text.
 pub(crate) struct ClassSchemaOwned {
     name: String,
-    description: String,
+    help: String,
     constructor: (String, String),
     methods: Vec<(String, String)>,
     properties: Vec<(String, String, bool)>,
+    pub(crate) source: Option<String>,
 }
 
 impl ClassSchemaOwned {
+    /// A schema-only class written in Scriptling.
+    pub(crate) fn script_only(name: &str, source: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            help: String::new(),
+            constructor: (name.to_owned(), String::new()),
+            methods: Vec::new(),
+            properties: Vec::new(),
+            source: Some(source.to_owned()),
+        }
+    }
+
     pub(crate) fn schema(&self) -> ClassSchema<'_> {
+        fn function((name, description): &(String, String)) -> FunctionSchema<'_> {
+            FunctionSchema { name, description, source: None }
+        }
         ClassSchema {
             name: &self.name,
-            description: &self.description,
-            constructor: FunctionSchema { name: &self.constructor.0, description: &self.constructor.1 },
-            methods: self.methods.iter().map(|(name, description)| FunctionSchema { name, description }).collect(),
+            description: &self.help,
+            constructor: function(&self.constructor),
+            methods: self.methods.iter().map(function).collect(),
             properties: self
                 .properties
                 .iter()
                 .map(|(name, description, settable)| PropertySchema { name, description, settable: *settable })
                 .collect(),
+            source: self.source.as_deref(),
         }
+    }
+
+    /// The wrapper the SDK supplies in script mode.
+    pub(crate) fn generated_source(&self, library: &str) -> String {
+        fn member((name, help): &(String, String)) -> script::MemberHelp<'_> {
+            script::MemberHelp { name, help, settable: false }
+        }
+        let methods: Vec<_> = self.methods.iter().map(member).collect();
+        let properties: Vec<_> = self
+            .properties
+            .iter()
+            .map(|(name, help, settable)| script::MemberHelp { name, help, settable: *settable })
+            .collect();
+        script::class_wrapper(library, &self.name, &self.help, &methods, &properties)
     }
 }

@@ -84,6 +84,8 @@ pub(crate) struct Signature {
 pub struct Function {
     name: String,
     description: String,
+    source: Option<String>,
+    hidden: bool,
     pub(crate) signature: Arc<Signature>,
     pub(crate) handler: Arc<Handler>,
 }
@@ -138,6 +140,8 @@ impl Function {
             signature: Arc::new(Signature { qualified: name.clone(), params: Vec::new() }),
             name,
             description: String::new(),
+            source: None,
+            hidden: false,
             handler: Arc::new(handler),
         }
     }
@@ -171,6 +175,41 @@ impl Function {
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = text.into();
         self
+    }
+
+    /// Attaches Scriptling `source` that the host runs in place of its
+    /// generated proxy (a wrapper around the RPC, or pure Scriptling). Any
+    /// source switches the whole library to the host's script mode; see
+    /// [`Plugin::script_function`](crate::Plugin::script_function).
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Keeps the function callable over RPC (`function.call`) but out of the
+    /// schema, so Scriptling code sees it only through a wrapper that calls
+    /// `scriptling.plugin.call_function`.
+    pub fn hidden(mut self) -> Self {
+        self.hidden = true;
+        self
+    }
+
+    /// A function that exists only as Scriptling `source`: it appears in
+    /// the schema, and calling it over RPC fails with a clear error.
+    pub fn script_only(name: impl Into<String>, source: impl Into<String>) -> Self {
+        let name = name.into();
+        let message = format!("{name} is written in Scriptling: call it from a script, not over RPC");
+        Function::sync(name, move |_: &mut Args| Err::<(), _>(CallError::new(message.clone()))).source(source)
+    }
+
+    /// The attached Scriptling source, if any.
+    pub fn script_source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// Whether the function is left out of the schema.
+    pub fn is_hidden(&self) -> bool {
+        self.hidden
     }
 
     /// The exported name.

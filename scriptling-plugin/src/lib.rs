@@ -47,6 +47,7 @@ mod plugin;
 mod pool;
 mod rpc;
 mod schema;
+mod script;
 mod transport;
 mod value;
 mod writer;

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::class::{Class, ClassEntry, PluginClassMethods};
+use crate::class::{Class, ClassEntry, ClassSchemaOwned, PluginClassMethods};
 use crate::objects::ObjectTable;
 
 use crate::convert::{IntoValue, IntoValueError};
 use crate::error::ServeError;
 use crate::function::Function;
-use crate::schema::{self, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
+use crate::schema::{self, ClassSchema, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
+use crate::script;
 use crate::value::Value;
 
 /// A function that `#[plugin_fn]` has described, registered with
@@ -72,7 +73,7 @@ pub struct Plugin {
     version: String,
     description: String,
     functions: Vec<Function>,
-    classes: Vec<Class>,
+    classes: Vec<ClassDecl>,
     constants: Vec<(String, Result<Value, IntoValueError>)>,
     options: Options,
 }
@@ -123,7 +124,7 @@ impl Plugin {
 
     /// Registers a hand-built [`Class`].
     pub fn add_class(mut self, class: Class) -> Self {
-        self.classes.push(class);
+        self.classes.push(ClassDecl::Rust(class));
         self
     }
 
@@ -229,8 +230,8 @@ impl Plugin {
         let mut problems = Vec::new();
         let mut seen: HashMap<String, &'static str> = HashMap::new();
         let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
-            if !schema::is_identifier(name) {
-                problems.push(format!("{kind} name {name:?} is not a valid Scriptling identifier"));
+            if let Some(problem) = script::identifier_problem(name) {
+                problems.push(format!("{kind} name {name:?} {problem}"));
             }
             if let Some(prev) = seen.insert(name.to_owned(), kind) {
                 problems.push(format!("{kind} name {name:?} is already used by a {prev}"));
@@ -251,53 +252,191 @@ impl Plugin {
                 problems.push(format!("constant {name:?} cannot be sent: {e}"));
             }
         }
-        let classes: Vec<Arc<ClassEntry>> =
-            self.classes.into_iter().map(|c| Arc::new(c.into_entry(&mut problems))).collect();
+        let classes: Vec<SchemaClass> = self
+            .classes
+            .into_iter()
+            .map(|c| match c {
+                ClassDecl::Rust(class) => SchemaClass::Rust(Arc::new(class.into_entry(&mut problems))),
+                ClassDecl::Script { name, source } => {
+                    SchemaClass::Script(ClassSchemaOwned::script_only(&name, &source))
+                }
+            })
+            .collect();
+        let entries: Vec<&Arc<ClassEntry>> = classes.iter().filter_map(SchemaClass::entry).collect();
         let mut by_type = HashMap::new();
-        for class in &classes {
+        for class in &entries {
             if by_type.insert(class.type_id, Arc::clone(class)).is_some() {
                 problems.push(format!("class {} is registered twice for the same Rust type", class.name));
             }
         }
+        let constants: Vec<(String, Value)> =
+            self.constants.into_iter().map(|(n, v)| (n, v.unwrap_or_default())).collect();
+
+        // Help text: the Scriptling signature, then the doc comment.
+        let exported: Vec<&Function> = self.functions.iter().filter(|f| !f.is_hidden()).collect();
+        let helps: Vec<String> =
+            exported.iter().map(|f| script::help(&script::signature(f.name(), f.params()), f.help())).collect();
+        let mut function_sources: Vec<Option<String>> =
+            exported.iter().map(|f| f.script_source().map(str::to_owned)).collect();
+        let mut class_sources: Vec<Option<String>> = classes.iter().map(|c| c.schema().source.clone()).collect();
+        let script_mode = function_sources.iter().chain(&class_sources).any(Option::is_some);
+        if script_mode {
+            write_script_sources(
+                &script::host_library(&self.name),
+                (&exported, &helps, &mut function_sources),
+                (&classes, &mut class_sources),
+                &constants,
+                &mut problems,
+            );
+        }
         if !problems.is_empty() {
             return Err(ServeError::Invalid(problems));
         }
-        let constants: Vec<(String, Value)> =
-            self.constants.into_iter().map(|(n, v)| (n, v.unwrap_or_default())).collect();
         let handshake = Handshake {
             protocol: schema::PROTOCOL_VERSION,
             transport: "json",
             library: Library { name: &self.name, version: &self.version, description: &self.description },
             capabilities: &["remote_objects"],
             schema: Schema {
-                functions: self
-                    .functions
+                functions: exported
                     .iter()
-                    .map(|f| FunctionSchema { name: f.name(), description: f.help() })
+                    .zip(&helps)
+                    .zip(&function_sources)
+                    .map(|((f, help), source)| FunctionSchema {
+                        name: f.name(),
+                        description: help,
+                        source: source.as_deref(),
+                    })
                     .collect(),
-                classes: classes.iter().map(|c| c.schema.schema()).collect(),
+                classes: classes
+                    .iter()
+                    .zip(&class_sources)
+                    .map(|(c, source)| ClassSchema { source: source.as_deref(), ..c.schema().schema() })
+                    .collect(),
                 constants: constants.iter().map(|(name, value)| ConstantSchema { name, value }).collect(),
             },
         };
         let handshake = serde_json::to_vec(&handshake)
             .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
-        let mut sorted: Vec<&str> = self.functions.iter().map(Function::name).collect();
-        sorted.sort_unstable();
-        let function_list = if sorted.is_empty() { "none".to_owned() } else { sorted.join(", ") };
-        let mut class_names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
-        class_names.sort_unstable();
-        let class_list = if class_names.is_empty() { "none".to_owned() } else { class_names.join(", ") };
+        let function_list = sorted_list(exported.iter().map(|f| f.name()));
+        let class_list = sorted_list(entries.iter().map(|c| c.name.as_str()));
         Ok(Core {
             library: Arc::from(self.name.as_str()),
-            functions: self.functions.into_iter().map(|f| (f.name().to_owned(), f)).collect(),
             function_list,
-            classes: classes.iter().map(|c| (c.name.clone(), Arc::clone(c))).collect(),
+            classes: entries.iter().map(|c| (c.name.clone(), Arc::clone(c))).collect(),
             classes_by_type: by_type,
             class_list,
+            functions: self.functions.into_iter().map(|f| (f.name().to_owned(), f)).collect(),
             objects: ObjectTable::default(),
             handshake,
             options: self.options,
         })
+    }
+
+    /// Registers a function written only in Scriptling `source` (it must
+    /// define `def <name>(...)`). It switches the library to the host's
+    /// script mode, in which the SDK supplies source for every other export
+    /// too, so constants and help text keep working.
+    ///
+    /// ```
+    /// use scriptling_plugin::{plugin_fn, Plugin};
+    ///
+    /// #[plugin_fn(hidden)]
+    /// fn _decorate(name: String) -> String {
+    ///     format!("wrapped:{name}")
+    /// }
+    ///
+    /// let plugin = Plugin::new("mixed", "1.0.0", "")
+    ///     .function::<_decorate>()
+    ///     .script_function("decorate", r#"
+    /// def decorate(name):
+    ///     return scriptling.plugin.call_function("plugin.mixed", "_decorate", name) + "!"
+    /// "#);
+    /// # let _ = plugin;
+    /// ```
+    pub fn script_function(self, name: impl Into<String>, source: impl Into<String>) -> Self {
+        self.add_function(Function::script_only(name, source))
+    }
+
+    /// Registers a class written only in Scriptling `source` (it must define
+    /// `class <name>:`). See [`script_function`](Plugin::script_function).
+    pub fn script_class(mut self, name: impl Into<String>, source: impl Into<String>) -> Self {
+        self.classes.push(ClassDecl::Script { name: name.into(), source: source.into() });
+        self
+    }
+}
+
+/// In script mode the host builds the library from sources alone: supply
+/// the source of every export that has none, with its help as a docstring,
+/// and put the constants (which the host would drop) at the top.
+fn write_script_sources(
+    library: &str,
+    (functions, helps, function_sources): (&[&Function], &[String], &mut [Option<String>]),
+    (classes, class_sources): (&[SchemaClass], &mut [Option<String>]),
+    constants: &[(String, Value)],
+    problems: &mut Vec<String>,
+) {
+    for ((f, help), source) in functions.iter().zip(helps).zip(function_sources.iter_mut()) {
+        source.get_or_insert_with(|| script::function_wrapper(library, f.name(), help));
+    }
+    for (c, source) in classes.iter().zip(class_sources.iter_mut()) {
+        source.get_or_insert_with(|| c.schema().generated_source(library));
+    }
+    let mut prelude = String::new();
+    for (name, value) in constants {
+        match script::literal(value) {
+            Ok(literal) => prelude.push_str(&format!("{name} = {literal}\n")),
+            Err(e) => problems.push(format!("constant {name:?} cannot be kept in script mode: {e}")),
+        }
+    }
+    if !prelude.is_empty() {
+        let first = function_sources.iter_mut().chain(class_sources.iter_mut()).flatten().next();
+        if let Some(first) = first {
+            *first = format!("{prelude}\n{first}");
+        }
+    }
+}
+
+fn sorted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+/// A registered class: Rust-backed, or Scriptling source only.
+enum ClassDecl {
+    Rust(Class),
+    Script { name: String, source: String },
+}
+
+impl ClassDecl {
+    fn name(&self) -> &str {
+        match self {
+            ClassDecl::Rust(c) => c.name(),
+            ClassDecl::Script { name, .. } => name,
+        }
+    }
+}
+
+/// A class as the schema lists it.
+enum SchemaClass {
+    Rust(Arc<ClassEntry>),
+    Script(ClassSchemaOwned),
+}
+
+impl SchemaClass {
+    fn entry(&self) -> Option<&Arc<ClassEntry>> {
+        match self {
+            SchemaClass::Rust(e) => Some(e),
+            SchemaClass::Script(_) => None,
+        }
+    }
+
+    fn schema(&self) -> &ClassSchemaOwned {
+        match self {
+            SchemaClass::Rust(e) => &e.schema,
+            SchemaClass::Script(s) => s,
+        }
     }
 }
 
@@ -382,7 +521,7 @@ mod tests {
         assert_eq!(a, String::from_utf8(build()).unwrap());
         assert_eq!(
             a,
-            r#"{"protocol":"1.0","transport":"json","library":{"name":"hello","version":"1.2.3","description":"desc"},"capabilities":["remote_objects"],"schema":{"functions":[{"name":"zeta","description":"Last letter."},{"name":"alpha"}],"classes":[],"constants":[{"name":"answer","value":{"type":"int","value":42}}]}}"#
+            r#"{"protocol":"1.0","transport":"json","library":{"name":"hello","version":"1.2.3","description":"desc"},"capabilities":["remote_objects"],"schema":{"functions":[{"name":"zeta","description":"zeta()\n\nLast letter."},{"name":"alpha","description":"alpha()"}],"classes":[],"constants":[{"name":"answer","value":{"type":"int","value":42}}]}}"#
         );
     }
 }

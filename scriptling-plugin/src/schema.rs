@@ -37,6 +37,8 @@ pub(crate) struct FunctionSchema<'a> {
     pub(crate) name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     pub(crate) description: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -47,6 +49,8 @@ pub(crate) struct ClassSchema<'a> {
     pub(crate) constructor: FunctionSchema<'a>,
     pub(crate) methods: Vec<FunctionSchema<'a>>,
     pub(crate) properties: Vec<PropertySchema<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -61,26 +65,4 @@ pub(crate) struct PropertySchema<'a> {
 pub(crate) struct ConstantSchema<'a> {
     pub(crate) name: &'a str,
     pub(crate) value: &'a Value,
-}
-
-/// Whether `name` can be written as a Scriptling identifier (`lib.name`).
-pub(crate) fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_identifier;
-
-    #[test]
-    fn identifiers() {
-        for ok in ["greet", "_x", "a1", "Counter"] {
-            assert!(is_identifier(ok), "{ok}");
-        }
-        for bad in ["", "1a", "a-b", "a.b", "é", "a b"] {
-            assert!(!is_identifier(bad), "{bad}");
-        }
-    }
 }

@@ -20,7 +20,7 @@
 //!
 //! let host = Host::in_process(Plugin::new("math", "1.0.0", "").function::<add>()).unwrap();
 //! let handshake = host.handshake().unwrap();
-//! assert_eq!(handshake["schema"]["functions"][0]["description"], "Adds two numbers.");
+//! assert_eq!(handshake["schema"]["functions"][0]["description"], "add(a, b=1)\n\nAdds two numbers.");
 //! assert_eq!(host.call("add", [Value::Int(2)]).unwrap(), Value::Int(3));
 //! let err = host.call("add", [Value::from("x")]).unwrap_err();
 //! assert_eq!(err.message(), "add(): argument 'a' must be an int, got string");
