@@ -255,6 +255,9 @@ impl Connection {
                 params.name, self.core.function_list
             ))));
         };
+        if let Some(refusal) = function.refuse_rpc() {
+            return Work::Ready(Err(RpcError::application(refusal.message())));
+        }
         let (args, kwargs) = (params.args.unwrap_or_default(), params.kwargs.unwrap_or_default());
         self.invoke(function, None, args, kwargs, Encode::Value, client)
     }

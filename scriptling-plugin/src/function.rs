@@ -86,6 +86,9 @@ pub struct Function {
     description: String,
     source: Option<String>,
     hidden: bool,
+    /// Exists only as Scriptling source: calls over RPC are refused before
+    /// any argument is looked at.
+    script_only: bool,
     pub(crate) signature: Arc<Signature>,
     pub(crate) handler: Arc<Handler>,
 }
@@ -142,6 +145,7 @@ impl Function {
             description: String::new(),
             source: None,
             hidden: false,
+            script_only: false,
             handler: Arc::new(handler),
         }
     }
@@ -197,9 +201,26 @@ impl Function {
     /// A function that exists only as Scriptling `source`: it appears in
     /// the schema, and calling it over RPC fails with a clear error.
     pub fn script_only(name: impl Into<String>, source: impl Into<String>) -> Self {
-        let name = name.into();
-        let message = format!("{name} is written in Scriptling: call it from a script, not over RPC");
-        Function::sync(name, move |_: &mut Args| Err::<(), _>(CallError::new(message.clone()))).source(source)
+        let mut function = Function::sync(name, |_: &mut Args| Ok::<_, CallError>(())).source(source);
+        function.script_only = true;
+        function
+    }
+
+    /// The error for an RPC call of a source-only function, if this is one.
+    pub(crate) fn refuse_rpc(&self) -> Option<CallError> {
+        self.script_only.then(|| {
+            CallError::new(format!("{} is written in Scriptling: call it from a script, not over RPC", self.name))
+        })
+    }
+
+    /// Help text: the Scriptling signature, then the doc comment. A
+    /// source-only function's parameters are in its source, so it has no
+    /// signature line.
+    pub(crate) fn help_text(&self) -> String {
+        if self.script_only {
+            return self.description.clone();
+        }
+        crate::script::help(&crate::script::signature(&self.name, self.params()), &self.description)
     }
 
     /// The attached Scriptling source, if any.

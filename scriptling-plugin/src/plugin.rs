@@ -274,8 +274,7 @@ impl Plugin {
 
         // Help text: the Scriptling signature, then the doc comment.
         let exported: Vec<&Function> = self.functions.iter().filter(|f| !f.is_hidden()).collect();
-        let helps: Vec<String> =
-            exported.iter().map(|f| script::help(&script::signature(f.name(), f.params()), f.help())).collect();
+        let helps: Vec<String> = exported.iter().map(|f| f.help_text()).collect();
         let mut function_sources: Vec<Option<String>> =
             exported.iter().map(|f| f.script_source().map(str::to_owned)).collect();
         let mut class_sources: Vec<Option<String>> = classes.iter().map(|c| c.schema().source.clone()).collect();
