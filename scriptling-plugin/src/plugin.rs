@@ -124,7 +124,7 @@ impl Plugin {
 
     /// Registers a hand-built [`Class`].
     pub fn add_class(mut self, class: Class) -> Self {
-        self.classes.push(ClassDecl::Rust(class));
+        self.classes.push(ClassDecl::Rust(Box::new(class)));
         self
     }
 
@@ -256,7 +256,7 @@ impl Plugin {
             .classes
             .into_iter()
             .map(|c| match c {
-                ClassDecl::Rust(class) => SchemaClass::Rust(Arc::new(class.into_entry(&mut problems))),
+                ClassDecl::Rust(class) => SchemaClass::Rust(Arc::new((*class).into_entry(&mut problems))),
                 ClassDecl::Script { name, source } => {
                     SchemaClass::Script(ClassSchemaOwned::script_only(&name, &source))
                 }
@@ -404,7 +404,7 @@ fn sorted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 
 /// A registered class: Rust-backed, or Scriptling source only.
 enum ClassDecl {
-    Rust(Class),
+    Rust(Box<Class>),
     Script { name: String, source: String },
 }
 
