@@ -77,8 +77,64 @@ pub use value::{CallbackRef, RemoteRef, Value};
 #[cfg(feature = "http")]
 pub use transport::http::{CLIENT_HEADER, HttpConfig};
 
+/// Exports a free function (see the attribute's full reference below).
+///
+/// ```
+/// use scriptling_plugin::{plugin_fn, Plugin, PluginFunction};
+///
+/// /// Returns a greeting.
+/// #[plugin_fn]
+/// fn greet(name: String, #[arg(default = "Hello")] greeting: String) -> String {
+///     format!("{greeting}, {name}")
+/// }
+///
+/// // Still an ordinary function...
+/// assert_eq!(greet("Ada".into(), "Hi".into()), "Hi, Ada");
+/// // ...described for Scriptling by a hidden type of the same name.
+/// let f = <greet as PluginFunction>::function();
+/// assert_eq!(f.params()[1].default(), Some("\"Hello\""));
+/// assert_eq!(f.help(), "Returns a greeting.");
+/// let plugin = Plugin::new("hello", "1.0.0", "").function::<greet>();
+/// # let _ = plugin;
+/// ```
 #[cfg(feature = "macros")]
-pub use scriptling_plugin_macros::{plugin_class, plugin_fn};
+pub use scriptling_plugin_macros::plugin_fn;
+
+/// Exports a struct and its impl block as a class (see the attribute's full
+/// reference below).
+///
+/// ```
+/// use scriptling_plugin::{plugin_class, Plugin, PluginClass, PluginClassMethods};
+///
+/// /// Counts things.
+/// #[plugin_class]
+/// struct Counter { value: i64 }
+///
+/// #[plugin_class]
+/// impl Counter {
+///     #[constructor]
+///     fn new(#[arg(default = 0)] start: i64) -> Self { Counter { value: start } }
+///
+///     fn inc(&mut self, amount: i64) -> i64 { self.value += amount; self.value }
+///
+///     #[property(settable)]
+///     fn value(&self) -> i64 { self.value }
+///     fn set_value(&mut self, value: i64) { self.value = value }
+/// }
+///
+/// assert_eq!(Counter::NAME, "Counter");
+/// assert_eq!(Counter::DESCRIPTION, "Counts things.");
+/// assert_eq!(<Counter as PluginClassMethods>::class().name(), "Counter");
+/// let plugin = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+/// # let _ = plugin;
+/// ```
+#[cfg(feature = "macros")]
+pub use scriptling_plugin_macros::plugin_class;
+
+// The README's Rust snippets are compiled and run as doctests.
+#[cfg(all(doctest, feature = "macros", feature = "testing"))]
+#[doc = include_str!("../../README.md")]
+mod readme {}
 
 /// Items used by the code the attributes generate. Not a stable API.
 #[doc(hidden)]

@@ -68,6 +68,22 @@ pub trait PluginFunction {
 ///         .run()
 /// }
 /// ```
+///
+/// Registration problems (duplicate or invalid names, constants that cannot
+/// be sent) are all reported together when the plugin is served:
+///
+/// ```
+/// use scriptling_plugin::{Args, CallError, Function, Plugin, ServeError};
+///
+/// let noop = || Function::sync("ping", |_: &mut Args| Ok::<_, CallError>(()));
+/// let plugin = Plugin::new("demo", "1.0.0", "").add_function(noop()).add_function(noop());
+/// assert_eq!(plugin.name(), "demo");
+/// # #[cfg(feature = "testing")]
+/// # {
+/// let err = scriptling_plugin::testing::Host::in_process(plugin).err().unwrap();
+/// assert_eq!(err.to_string(), "invalid plugin definition: function name \"ping\" is already used by a function");
+/// # }
+/// ```
 pub struct Plugin {
     name: String,
     version: String,
