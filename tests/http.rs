@@ -335,3 +335,30 @@ fn binding_beyond_loopback_without_a_token_warns() {
     }
     assert!(served.stderr.lock().unwrap().contains("without a token"), "{}", served.stderr.lock().unwrap());
 }
+
+#[test]
+fn a_request_over_the_configured_timeout_gets_an_error_and_serving_continues() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_TIMEOUT", "0.2")]);
+    let started = Instant::now();
+    let out = served.call(&[], "sleep_ms", json!([i(2000)]));
+    assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
+    assert_eq!(out["error"]["code"], -32000);
+    assert_eq!(out["error"]["message"], "the request did not finish within 200ms");
+    assert_eq!(served.call(&[], "echo", json!([i(1)]))["result"], i(1));
+}
+
+#[test]
+fn an_invalid_switch_is_a_clear_startup_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
+        .env("SCRIPTLING_PLUGIN_LISTEN", "127.0.0.1:0")
+        .env("SCRIPTLING_PLUGIN_TIMEOUT", "soon")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        "Error: invalid transport configuration: SCRIPTLING_PLUGIN_TIMEOUT must be a positive number of seconds, got \"soon\""
+    );
+}

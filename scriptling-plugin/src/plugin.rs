@@ -206,10 +206,10 @@ impl Plugin {
         if std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
             || std::env::var("SCRIPTLING_PLUGIN_LISTEN").is_ok_and(|v| !v.is_empty())
         {
-            return Err(ServeError::Invalid(vec![
+            return Err(ServeError::Config(
                 "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin"
                     .to_owned(),
-            ]));
+            ));
         }
         crate::transport::stdio::run(core)
     }
@@ -220,7 +220,7 @@ impl Plugin {
     #[cfg(feature = "http")]
     pub fn serve_http(self, addr: &str) -> Result<(), ServeError> {
         let config = crate::transport::http::HttpConfig::new(
-            crate::transport::http::parse_addr(addr).map_err(|e| ServeError::Invalid(vec![e]))?,
+            crate::transport::http::parse_addr(addr).map_err(ServeError::Config)?,
         );
         self.serve_http_with(config)
     }

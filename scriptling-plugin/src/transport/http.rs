@@ -134,7 +134,7 @@ impl HttpConfig {
     /// # }
     /// ```
     pub fn from_env_and_args() -> Result<Option<HttpConfig>, ServeError> {
-        Self::parse_env_and_args().map_err(|e| ServeError::Invalid(vec![e]))
+        Self::parse_env_and_args().map_err(ServeError::Config)
     }
 
     fn parse_env_and_args() -> Result<Option<HttpConfig>, String> {
