@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -66,6 +66,8 @@ pub(crate) struct Connection {
     pub(crate) can_call_host: bool,
     /// Runs sync handlers.
     pool: Arc<SyncPool>,
+    /// The runtime async work is spawned on, set once it is built.
+    runtime: Arc<OnceLock<Handle>>,
 }
 
 #[derive(Deserialize)]
@@ -117,9 +119,11 @@ impl Connection {
         control: mpsc::UnboundedSender<Control>,
         can_call_host: bool,
         pool: Arc<SyncPool>,
+        runtime: Arc<OnceLock<Handle>>,
     ) -> Self {
         Self {
             pool,
+            runtime,
             can_call_host,
             core,
             writer,
@@ -138,11 +142,11 @@ impl Connection {
 
     /// Handles one incoming line: routes responses, launches requests, and
     /// answers malformed input. Never blocks on a handler.
-    pub(crate) fn handle_line(self: &Arc<Self>, line: &[u8], rt: &Handle) {
+    pub(crate) fn handle_line(self: &Arc<Self>, line: &[u8]) {
         match rpc::parse_frame(line) {
             Frame::Single(Message::Request(req)) => {
                 let job = self.prepare(req, 0);
-                self.launch(job, rt);
+                self.launch(job);
             }
             Frame::Single(Message::Response(resp)) => self.route(resp),
             Frame::Single(Message::Invalid(id, err)) => {
@@ -161,7 +165,7 @@ impl Connection {
                 }
                 if !jobs.is_empty() {
                     let this = Arc::clone(self);
-                    rt.spawn(async move { this.run_batch(jobs).await });
+                    self.rt().spawn(async move { this.run_batch(jobs).await });
                 }
             }
         }
@@ -391,7 +395,13 @@ impl Connection {
 
     /// Starts a job: ready answers are written at once, sync work goes to
     /// the blocking pool and async work becomes a task.
-    fn launch(self: &Arc<Self>, job: Job, rt: &Handle) {
+    /// The runtime, waiting for it in the moment between start-up and its
+    /// creation (only async work needs it; the handshake does not).
+    fn rt(&self) -> &Handle {
+        self.runtime.wait()
+    }
+
+    fn launch(self: &Arc<Self>, job: Job) {
         let Job { id, work, _inflight } = job;
         match work {
             Work::Ready(outcome) => self.respond(id.as_deref(), outcome),
@@ -405,7 +415,7 @@ impl Connection {
             }
             Work::Async(fut) => {
                 let this = Arc::clone(self);
-                rt.spawn(async move {
+                self.rt().spawn(async move {
                     let outcome = fut.await;
                     this.respond(id.as_deref(), outcome);
                     drop(_inflight);

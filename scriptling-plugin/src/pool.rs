@@ -40,7 +40,9 @@ struct Shared {
     watch: Condvar,
     /// Queue length, for the spinner to peek at without the lock.
     queued: AtomicUsize,
-    runtime: Option<tokio::runtime::Handle>,
+    /// Set once the runtime is built (the plugin starts reading before that,
+    /// so the handshake does not wait for it).
+    runtime: Option<Arc<std::sync::OnceLock<tokio::runtime::Handle>>>,
     parallelism: usize,
 }
 
@@ -69,16 +71,21 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 impl SyncPool {
     /// A pool whose workers run inside `runtime`'s context (so handlers can
     /// use `tokio::spawn` and `Handle::current()`).
-    pub(crate) fn new(runtime: Option<tokio::runtime::Handle>) -> Self {
-        let parallelism = std::thread::available_parallelism().map_or(2, usize::from).max(1);
+    ///
+    /// `parallelism` is the number of workers that pull work at once under
+    /// load (the core count).
+    pub(crate) fn new(runtime: Option<Arc<std::sync::OnceLock<tokio::runtime::Handle>>>, parallelism: usize) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             watch: Condvar::new(),
             queued: AtomicUsize::new(0),
             runtime,
-            parallelism,
+            parallelism: parallelism.max(1),
         });
+        // Started eagerly: starting it from the first `submit` (on the reader
+        // thread) measurably slowed every later call (sequential p50 ~22 µs
+        // -> ~35 µs in the benchmark), for reasons not yet understood.
         let watchdog = Arc::clone(&shared);
         let _ = std::thread::Builder::new().name("scriptling-plugin-watchdog".into()).spawn(move || watch(&watchdog));
         SyncPool { shared }
@@ -127,7 +134,7 @@ fn spawn_worker(shared: &Arc<Shared>, st: &mut State) {
 }
 
 fn work(shared: &Arc<Shared>) {
-    let _runtime = shared.runtime.as_ref().map(tokio::runtime::Handle::enter);
+    let _runtime = shared.runtime.as_ref().map(|cell| cell.wait().enter());
     let mut st = lock(&shared.state);
     st.notified = st.notified.saturating_sub(1);
     loop {
@@ -225,7 +232,7 @@ mod tests {
 
     #[test]
     fn runs_every_job() {
-        let pool = SyncPool::new(None);
+        let pool = SyncPool::new(None, 2);
         let (tx, rx) = mpsc::channel();
         for i in 0..1000 {
             let tx = tx.clone();
@@ -238,7 +245,7 @@ mod tests {
 
     #[test]
     fn blocked_workers_do_not_hold_up_other_jobs() {
-        let pool = SyncPool::new(None);
+        let pool = SyncPool::new(None, 2);
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let release_rx = Arc::new(Mutex::new(release_rx));
         // More blocked jobs than cores.
@@ -257,4 +264,11 @@ mod tests {
             let _ = release_tx.send(());
         }
     }
+}
+
+/// The number of cores this process may use, asked once: it reads cgroup
+/// files, which is a measurable part of a plugin's start-up.
+pub(crate) fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
 }

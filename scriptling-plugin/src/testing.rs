@@ -158,7 +158,7 @@ impl Host {
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
         let server = std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let rt = crate::transport::runtime()?;
             let result = rt.block_on(crate::transport::stdio::serve_connection(served, plugin_in, plugin_out));
             rt.shutdown_background();
             result

@@ -183,7 +183,7 @@ pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("scriptling-plugin").build()?;
+    let rt = super::runtime()?;
     let result = rt.block_on(serve(Arc::new(core), config, stop_signal(), |_| {}));
     rt.shutdown_background();
     result
@@ -236,8 +236,11 @@ pub(crate) async fn serve(
     let grace = core.options.shutdown_grace;
     // HTTP cannot carry the plugin's own requests: nothing is ever written here.
     let (control, _) = mpsc::unbounded_channel();
-    let pool = Arc::new(SyncPool::new(Some(Handle::current())));
-    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(std::io::sink())), control, false, pool));
+    let runtime = Arc::new(std::sync::OnceLock::new());
+    let _ = runtime.set(Handle::current());
+    let pool = Arc::new(SyncPool::new(Some(Arc::clone(&runtime)), crate::pool::parallelism()));
+    let writer = FrameWriter::new(Box::new(std::io::sink()));
+    let conn = Arc::new(Connection::new(core, writer, control, false, pool, runtime));
     let server = Arc::new(Server { conn, config, clients: Mutex::new(HashMap::new()), next_client: AtomicU64::new(1) });
     let connections = GracefulShutdown::new();
     tokio::pin!(stop);

@@ -13,7 +13,7 @@
 //! without waiting for stdin to close. EOF ends serving the same way.
 
 use std::io::{Read, Write};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -28,11 +28,17 @@ use crate::transport::lines::{Line, LineReader};
 use crate::writer::FrameWriter;
 
 /// Serves on stdio with a runtime of its own.
+///
+/// The stdin reader starts before the runtime is built, so the host's
+/// handshake is answered while the runtime's threads are still starting.
 pub(crate) fn run(core: Core) -> Result<(), ServeError> {
     return_large_buffers_to_the_system();
     let out = guard::take_stdout()?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("scriptling-plugin").build()?;
-    let result = rt.block_on(serve_connection(Arc::new(core), std::io::stdin(), out));
+    let runtime = Arc::new(OnceLock::new());
+    let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime))?;
+    let rt = super::runtime()?;
+    let _ = runtime.set(rt.handle().clone());
+    let result = rt.block_on(session.finish());
     // Handlers still running past the grace period are abandoned, not waited for.
     rt.shutdown_background();
     result
@@ -44,50 +50,72 @@ pub(crate) async fn serve_stdio(core: Core) -> Result<(), ServeError> {
     serve_connection(Arc::new(core), std::io::stdin(), out).await
 }
 
-/// Serves one host over a byte stream pair until shutdown or EOF.
+/// Serves one host over a byte stream pair until shutdown or EOF, on the
+/// current runtime.
 pub(crate) async fn serve_connection<R, W>(core: Arc<Core>, input: R, output: W) -> Result<(), ServeError>
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (control_tx, mut control_rx) = mpsc::unbounded_channel();
-    let grace = core.options.shutdown_grace;
-    let max = core.options.max_frame_bytes;
-    let rt = Handle::current();
-    let pool = Arc::new(SyncPool::new(Some(rt.clone())));
-    let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, true, pool));
-    let reader_conn = Arc::clone(&conn);
-    std::thread::Builder::new()
-        .name("scriptling-plugin-stdin".into())
-        .spawn(move || read_loop(&reader_conn, LineReader::new(input, max), &rt))?;
-
-    let why = control_rx.recv().await.unwrap_or(Control::Eof);
-    conn.begin_shutdown();
-    if why == Control::Eof {
-        // Nobody can answer callbacks any more: fail them so their calls end.
-        conn.outgoing.close("the host closed the connection");
-    }
-    if !conn.inflight.wait_idle(grace).await {
-        eprintln!(
-            "scriptling-plugin: {} call(s) still running after {:?}; exiting without them",
-            conn.inflight.count(),
-            grace
-        );
-    }
-    conn.outgoing.close("the plugin is shutting down");
-    // The host never destroys objects itself on close: drop every one now.
-    let remaining = conn.core.objects.drain(None);
-    if !remaining.is_empty() {
-        let _ = tokio::task::spawn_blocking(move || crate::objects::release(remaining)).await;
-    }
-    Ok(())
+    let runtime = Arc::new(OnceLock::new());
+    let _ = runtime.set(Handle::current());
+    Session::start(core, input, output, runtime)?.finish().await
 }
 
-fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>, rt: &Handle) {
+/// One stdio session: the reader runs from `start`; `finish` waits for
+/// shutdown or EOF on the runtime and cleans up.
+struct Session {
+    conn: Arc<Connection>,
+    control: mpsc::UnboundedReceiver<Control>,
+}
+
+impl Session {
+    fn start<R, W>(core: Arc<Core>, input: R, output: W, runtime: Arc<OnceLock<Handle>>) -> Result<Session, ServeError>
+    where
+        R: Read + Send + 'static,
+        W: Write + Send + 'static,
+    {
+        let (control_tx, control) = mpsc::unbounded_channel();
+        let max = core.options.max_frame_bytes;
+        let pool = Arc::new(SyncPool::new(Some(Arc::clone(&runtime)), crate::pool::parallelism()));
+        let conn = Arc::new(Connection::new(core, FrameWriter::new(Box::new(output)), control_tx, true, pool, runtime));
+        let reader_conn = Arc::clone(&conn);
+        std::thread::Builder::new()
+            .name("scriptling-plugin-stdin".into())
+            .spawn(move || read_loop(&reader_conn, LineReader::new(input, max)))?;
+        Ok(Session { conn, control })
+    }
+
+    async fn finish(mut self) -> Result<(), ServeError> {
+        let conn = &self.conn;
+        let grace = conn.core.options.shutdown_grace;
+        let why = self.control.recv().await.unwrap_or(Control::Eof);
+        conn.begin_shutdown();
+        if why == Control::Eof {
+            // Nobody can answer callbacks any more: fail them so their calls end.
+            conn.outgoing.close("the host closed the connection");
+        }
+        if !conn.inflight.wait_idle(grace).await {
+            eprintln!(
+                "scriptling-plugin: {} call(s) still running after {grace:?}; exiting without them",
+                conn.inflight.count()
+            );
+        }
+        conn.outgoing.close("the plugin is shutting down");
+        // The host never destroys objects itself on close: drop every one now.
+        let remaining = conn.core.objects.drain(None);
+        if !remaining.is_empty() {
+            let _ = tokio::task::spawn_blocking(move || crate::objects::release(remaining)).await;
+        }
+        Ok(())
+    }
+}
+
+fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>) {
     let mut buf = Vec::new();
     loop {
         match reader.next(&mut buf) {
-            Ok(Line::Frame) => conn.handle_line(&buf, rt),
+            Ok(Line::Frame) => conn.handle_line(&buf),
             Ok(Line::TooLong(len)) => {
                 let err = RpcError::new(
                     ErrorCode::InvalidRequest,
