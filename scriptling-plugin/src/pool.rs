@@ -225,6 +225,13 @@ fn watch(shared: &Arc<Shared>) {
     }
 }
 
+/// The number of cores this process may use, asked once: it reads cgroup
+/// files, which is a measurable part of a plugin's start-up.
+pub(crate) fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,11 +271,4 @@ mod tests {
             let _ = release_tx.send(());
         }
     }
-}
-
-/// The number of cores this process may use, asked once: it reads cgroup
-/// files, which is a measurable part of a plugin's start-up.
-pub(crate) fn parallelism() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
 }
