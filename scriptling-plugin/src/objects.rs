@@ -267,51 +267,62 @@ impl<T: Send + Sync + 'static> Ref<T> {
     /// Shared access, blocking until no `&mut` call holds the object. For
     /// sync code (a sync handler runs on the blocking pool).
     pub fn read(&self) -> Result<ReadGuard<T>, CallError> {
-        loop {
-            if let Ok(guard) = Arc::clone(&self.cell.rw).try_read_owned() {
-                return Ok(ReadGuard { guard, _holder: self.hold() });
-            }
-            if self.cell.holder_waiting_on_host() {
-                return Err(self.busy());
-            }
-            self.cell.wait_blocking();
-        }
+        let (guard, holder) = self.acquire_blocking(|rw| rw.try_read_owned().ok())?;
+        Ok(ReadGuard { guard, _holder: holder })
     }
 
     /// Exclusive access, blocking until no other call holds the object.
     pub fn write(&self) -> Result<WriteGuard<T>, CallError> {
+        let (guard, holder) = self.acquire_blocking(|rw| rw.try_write_owned().ok())?;
+        Ok(WriteGuard { guard, _holder: holder })
+    }
+
+    /// Shared access from async code.
+    pub async fn read_async(&self) -> Result<ReadGuard<T>, CallError> {
+        let (guard, holder) = self.acquire_async(|rw| rw.try_read_owned().ok()).await?;
+        Ok(ReadGuard { guard, _holder: holder })
+    }
+
+    /// Exclusive access from async code.
+    pub async fn write_async(&self) -> Result<WriteGuard<T>, CallError> {
+        let (guard, holder) = self.acquire_async(|rw| rw.try_write_owned().ok()).await?;
+        Ok(WriteGuard { guard, _holder: holder })
+    }
+
+    /// One try: the guard, `Ok(None)` to wait and retry, or the error for an
+    /// object held by a call that is waiting on the host.
+    fn attempt<G>(
+        &self,
+        try_lock: &impl Fn(Arc<RwLock<Instance<T>>>) -> Option<G>,
+    ) -> Result<Option<(G, Holder<T>)>, CallError> {
+        if let Some(guard) = try_lock(Arc::clone(&self.cell.rw)) {
+            return Ok(Some((guard, self.hold())));
+        }
+        if self.cell.holder_waiting_on_host() {
+            return Err(self.busy());
+        }
+        Ok(None)
+    }
+
+    fn acquire_blocking<G>(
+        &self,
+        try_lock: impl Fn(Arc<RwLock<Instance<T>>>) -> Option<G>,
+    ) -> Result<(G, Holder<T>), CallError> {
         loop {
-            if let Ok(guard) = Arc::clone(&self.cell.rw).try_write_owned() {
-                return Ok(WriteGuard { guard, _holder: self.hold() });
-            }
-            if self.cell.holder_waiting_on_host() {
-                return Err(self.busy());
+            if let Some(acquired) = self.attempt(&try_lock)? {
+                return Ok(acquired);
             }
             self.cell.wait_blocking();
         }
     }
 
-    /// Shared access from async code.
-    pub async fn read_async(&self) -> Result<ReadGuard<T>, CallError> {
+    async fn acquire_async<G>(
+        &self,
+        try_lock: impl Fn(Arc<RwLock<Instance<T>>>) -> Option<G>,
+    ) -> Result<(G, Holder<T>), CallError> {
         loop {
-            if let Ok(guard) = Arc::clone(&self.cell.rw).try_read_owned() {
-                return Ok(ReadGuard { guard, _holder: self.hold() });
-            }
-            if self.cell.holder_waiting_on_host() {
-                return Err(self.busy());
-            }
-            self.cell.wait_async().await;
-        }
-    }
-
-    /// Exclusive access from async code.
-    pub async fn write_async(&self) -> Result<WriteGuard<T>, CallError> {
-        loop {
-            if let Ok(guard) = Arc::clone(&self.cell.rw).try_write_owned() {
-                return Ok(WriteGuard { guard, _holder: self.hold() });
-            }
-            if self.cell.holder_waiting_on_host() {
-                return Err(self.busy());
+            if let Some(acquired) = self.attempt(&try_lock)? {
+                return Ok(acquired);
             }
             self.cell.wait_async().await;
         }

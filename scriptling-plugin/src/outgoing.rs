@@ -65,19 +65,12 @@ impl Outgoing {
     /// Allocates an id and registers a waiter for its response.
     pub(crate) fn register(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
         let (tx, rx) = oneshot::channel();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut state = self.state();
-        if let Some(reason) = &state.closed {
-            return Err(OutgoingError::Closed(reason.clone()));
-        }
-        state.pending.insert(id, tx);
+        let id = self.insert(tx)?;
         Ok(Pending { id, rx: Some(rx), owner: Arc::clone(self) })
     }
 
-    /// Allocates an id for a request whose answer nobody waits for (a log
-    /// record): the answer is routed and dropped quietly.
-    pub(crate) fn register_detached(&self) -> Result<u64, OutgoingError> {
-        let (tx, _) = oneshot::channel();
+    /// Allocates an id for `tx`, unless the connection is closed.
+    fn insert(&self, tx: oneshot::Sender<Reply>) -> Result<u64, OutgoingError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut state = self.state();
         if let Some(reason) = &state.closed {
@@ -85,6 +78,13 @@ impl Outgoing {
         }
         state.pending.insert(id, tx);
         Ok(id)
+    }
+
+    /// Allocates an id for a request whose answer nobody waits for (a log
+    /// record): the answer is routed and dropped quietly.
+    pub(crate) fn register_detached(&self) -> Result<u64, OutgoingError> {
+        let (tx, _) = oneshot::channel();
+        self.insert(tx)
     }
 
     /// Routes a response to its waiter. Returns `false` for an id nobody is
