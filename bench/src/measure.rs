@@ -37,7 +37,7 @@ impl Sizes {
     pub const FULL: Sizes = Sizes {
         warmup: 2_000,
         sequential: 20_000,
-        pipelined: 100_000,
+        pipelined: 300_000,
         payload_runs: (10, 5),
         churn: 5_000,
         callbacks: 20_000,
