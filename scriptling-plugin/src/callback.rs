@@ -20,7 +20,7 @@ use crate::value::{CallbackRef, Value};
 /// call returns); afterwards every call fails at once with a clear error.
 ///
 /// Use [`call`](Callback::call) and friends from sync handlers (they block
-/// the handler's thread, which is a blocking-pool thread), and
+/// the handler's thread, one of the SDK's sync workers), and
 /// [`call_async`](Callback::call_async) from `async` handlers. An error the
 /// script raised comes back as `Err` with the host's message, so `?` fails
 /// the outer call with it.

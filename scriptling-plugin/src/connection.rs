@@ -1,7 +1,7 @@
 //! [`Connection`]: one host session, transport-independent. It turns parsed
 //! frames into jobs, runs them concurrently and writes their responses.
 //!
-//! Sync handlers run on tokio's blocking pool and async handlers as tasks, so
+//! Sync handlers run on the sync pool (`pool.rs`) and async handlers as tasks, so
 //! a slow call never delays another and the reader never waits on a handler.
 
 use std::collections::BTreeMap;
@@ -155,14 +155,7 @@ impl Connection {
                 self.writer.write_frame(frame);
             }
             Frame::Batch(messages) => {
-                let mut jobs = Vec::with_capacity(messages.len());
-                for message in messages {
-                    match message {
-                        Message::Request(req) => jobs.push(self.prepare(req, 0)),
-                        Message::Response(resp) => self.route(resp),
-                        Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
-                    }
-                }
+                let jobs = self.batch_jobs(messages, 0);
                 if !jobs.is_empty() {
                     let this = Arc::clone(self);
                     self.rt().spawn(async move { this.run_batch(jobs).await });
@@ -358,24 +351,26 @@ impl Connection {
         client: u64,
     ) -> Work {
         let signature = Arc::clone(&function.signature);
-        let handler = Arc::clone(&function.handler);
         let receiver = receiver.map(|e| (e, Arc::clone(&self.core.library)));
         let scope = CallScope { conn: Arc::clone(self), call: Arc::new(CallState::default()), client };
-        match &*handler {
-            Handler::Sync(_) => Work::Blocking(Box::new(move || {
-                let Handler::Sync(f) = &*handler else { unreachable!("checked above") };
-                let entered = context::enter(scope.clone());
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    Args::bind(Arc::clone(&signature), receiver, positional, keywords).and_then(|mut args| f(&mut args))
-                }));
-                drop(entered);
-                scope.call.finish();
-                finish(&signature, encode, result.map_err(|p| panic::message(&*p).to_owned()))
-            })),
-            Handler::Async(_) => {
+        match &function.handler {
+            Handler::Sync(f) => {
+                let f = Arc::clone(f);
+                Work::Blocking(Box::new(move || {
+                    let entered = context::enter(scope.clone());
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        Args::bind(Arc::clone(&signature), receiver, positional, keywords)
+                            .and_then(|mut args| f(&mut args))
+                    }));
+                    drop(entered);
+                    scope.call.finish();
+                    finish(&signature, encode, result.map_err(|p| panic::message(&*p).to_owned()))
+                }))
+            }
+            Handler::Async(f) => {
+                let f = Arc::clone(f);
                 let call = Arc::clone(&scope.call);
                 let run = async move {
-                    let Handler::Async(f) = &*handler else { unreachable!("checked above") };
                     let started = catch_unwind(AssertUnwindSafe(|| {
                         Args::bind(Arc::clone(&signature), receiver, positional, keywords)
                             .and_then(|mut args| f(&mut args))
@@ -393,14 +388,14 @@ impl Connection {
         }
     }
 
-    /// Starts a job: ready answers are written at once, sync work goes to
-    /// the blocking pool and async work becomes a task.
     /// The runtime, waiting for it in the moment between start-up and its
     /// creation (only async work needs it; the handshake does not).
     fn rt(&self) -> &Handle {
         self.runtime.wait()
     }
 
+    /// Starts a job: ready answers are written at once, sync work goes to
+    /// the sync pool and async work becomes a task.
     fn launch(self: &Arc<Self>, job: Job) {
         let Job { id, work, _inflight } = job;
         match work {
@@ -449,8 +444,8 @@ impl Connection {
     /// Runs a batch's jobs concurrently and answers them with one array, in
     /// request order, leaving out notifications.
     async fn run_batch(self: Arc<Self>, jobs: Vec<Job>) {
-        let (frame, shutdown) = self.answer_jobs(jobs).await;
-        if let Some(frame) = frame {
+        let (answers, shutdown) = self.run_jobs(jobs).await;
+        if let Some(frame) = batch_frame(&answers) {
             self.writer.write_frame(frame);
         }
         if shutdown {
@@ -459,33 +454,44 @@ impl Connection {
         }
     }
 
-    /// Runs jobs concurrently and returns their answers as one array (in
-    /// request order, notifications left out; `None` if nothing is owed),
-    /// and whether one of them was `plugin.shutdown`.
-    async fn answer_jobs(&self, jobs: Vec<Job>) -> (Option<Vec<u8>>, bool) {
+    /// The jobs of a batch: its requests, with an error job for each invalid
+    /// element; responses to the plugin's own requests are routed at once.
+    fn batch_jobs(self: &Arc<Self>, messages: Vec<Message<'_>>, client: u64) -> Vec<Job> {
+        let mut jobs = Vec::with_capacity(messages.len());
+        for message in messages {
+            match message {
+                Message::Request(req) => jobs.push(self.prepare(req, client)),
+                Message::Response(resp) => self.route(resp),
+                Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
+            }
+        }
+        jobs
+    }
+
+    /// Runs jobs concurrently and returns their answers in request order
+    /// (notifications have none), and whether one of them was
+    /// `plugin.shutdown`.
+    async fn run_jobs(&self, jobs: Vec<Job>) -> (Vec<Vec<u8>>, bool) {
         let mut shutdown = false;
         let mut tasks = Vec::with_capacity(jobs.len());
         for Job { id, work, _inflight } in jobs {
             shutdown |= matches!(work, Work::Shutdown);
             tasks.push((id, tokio::spawn(complete(Arc::clone(&self.pool), work)), _inflight));
         }
-        let mut frame = b"[".to_vec();
-        let mut answered = 0;
+        let mut answers = Vec::with_capacity(tasks.len());
         let mut guards = Vec::with_capacity(tasks.len());
         for (id, task, guard) in tasks {
             let outcome = task
                 .await
                 .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, format!("internal error: {e}"))));
             guards.push(guard);
-            let Some(id) = id else { continue };
-            if answered > 0 {
-                frame.push(b',');
+            if let Some(id) = id {
+                let mut answer = Vec::new();
+                write_response(&mut answer, &id, &outcome);
+                answers.push(answer);
             }
-            answered += 1;
-            write_response(&mut frame, &id, &outcome);
         }
-        frame.push(b']');
-        ((answered > 0).then_some(frame), shutdown)
+        (answers, shutdown)
     }
 
     /// Answers one whole message (a request or a batch) for a transport
@@ -497,9 +503,8 @@ impl Connection {
         match rpc::parse_frame(body) {
             Frame::Single(Message::Request(req)) => {
                 let job = self.prepare(req, client);
-                let (frame, shutdown) = self.answer_jobs(vec![job]).await;
-                // A single request is answered with an object, not an array.
-                (frame.map(|f| f[1..f.len() - 1].to_vec()), shutdown)
+                let (answers, shutdown) = self.run_jobs(vec![job]).await;
+                (answers.into_iter().next(), shutdown)
             }
             Frame::Single(Message::Response(resp)) => {
                 self.route(resp);
@@ -511,15 +516,9 @@ impl Connection {
                 (Some(frame), false)
             }
             Frame::Batch(messages) => {
-                let mut jobs = Vec::with_capacity(messages.len());
-                for message in messages {
-                    match message {
-                        Message::Request(req) => jobs.push(self.prepare(req, client)),
-                        Message::Response(resp) => self.route(resp),
-                        Message::Invalid(id, err) => jobs.push(self.job(Some(id_or_null(id)), Work::Ready(Err(err)))),
-                    }
-                }
-                self.answer_jobs(jobs).await
+                let jobs = self.batch_jobs(messages, client);
+                let (answers, shutdown) = self.run_jobs(jobs).await;
+                (batch_frame(&answers), shutdown)
             }
         }
     }
@@ -540,6 +539,23 @@ async fn complete(pool: Arc<SyncPool>, work: Work) -> Outcome {
         Work::Async(fut) => fut.await,
         Work::Shutdown => Ok(b"null".to_vec()),
     }
+}
+
+/// One array of a batch's answers, or `None` if it owes none.
+fn batch_frame(answers: &[Vec<u8>]) -> Option<Vec<u8>> {
+    if answers.is_empty() {
+        return None;
+    }
+    let mut frame = Vec::with_capacity(answers.iter().map(|a| a.len() + 1).sum::<usize>() + 2);
+    frame.push(b'[');
+    for (i, answer) in answers.iter().enumerate() {
+        if i > 0 {
+            frame.push(b',');
+        }
+        frame.extend_from_slice(answer);
+    }
+    frame.push(b']');
+    Some(frame)
 }
 
 fn id_or_null(id: Option<&RawValue>) -> Id {

@@ -35,10 +35,11 @@ pub(crate) type CallOutcome = Result<Value, CallError>;
 type SyncHandler = dyn Fn(&mut Args) -> CallOutcome + Send + Sync;
 type AsyncHandler = dyn Fn(&mut Args) -> Result<BoxFuture<CallOutcome>, CallError> + Send + Sync;
 
-/// How a call runs: on the blocking pool, or as a task.
+/// How a call runs: on the sync pool, or as a task.
+#[derive(Clone)]
 pub(crate) enum Handler {
-    Sync(Box<SyncHandler>),
-    Async(Box<AsyncHandler>),
+    Sync(Arc<SyncHandler>),
+    Async(Arc<AsyncHandler>),
 }
 
 /// One declared parameter.
@@ -90,11 +91,11 @@ pub struct Function {
     /// any argument is looked at.
     script_only: bool,
     pub(crate) signature: Arc<Signature>,
-    pub(crate) handler: Arc<Handler>,
+    pub(crate) handler: Handler,
 }
 
 impl Function {
-    /// A function whose handler runs on the blocking thread pool, so it may
+    /// A function whose handler runs on the SDK's sync worker pool, so it may
     /// block (file I/O, waiting on a host callback) without delaying other
     /// calls.
     pub fn sync<F, R>(name: impl Into<String>, handler: F) -> Self
@@ -102,7 +103,7 @@ impl Function {
         F: Fn(&mut Args) -> Result<R, CallError> + Send + Sync + 'static,
         R: IntoValue,
     {
-        Self::with_handler(name.into(), Handler::Sync(Box::new(move |args| handler(args).and_then(result_value))))
+        Self::with_handler(name.into(), Handler::Sync(Arc::new(move |args| handler(args).and_then(result_value))))
     }
 
     /// A function whose handler returns a future, run as a tokio task.
@@ -131,7 +132,7 @@ impl Function {
     {
         Self::with_handler(
             name.into(),
-            Handler::Async(Box::new(move |args| {
+            Handler::Async(Arc::new(move |args| {
                 let fut = handler(args)?;
                 Ok(Box::pin(async move { fut.await.and_then(result_value) }) as BoxFuture<_>)
             })),
@@ -146,7 +147,7 @@ impl Function {
             source: None,
             hidden: false,
             script_only: false,
-            handler: Arc::new(handler),
+            handler,
         }
     }
 

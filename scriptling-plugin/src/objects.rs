@@ -265,7 +265,7 @@ impl<T: Send + Sync + 'static> Ref<T> {
     }
 
     /// Shared access, blocking until no `&mut` call holds the object. For
-    /// sync code (a sync handler runs on the blocking pool).
+    /// sync code (sync handlers run on the SDK's own worker threads).
     pub fn read(&self) -> Result<ReadGuard<T>, CallError> {
         let (guard, holder) = self.acquire_blocking(|rw| rw.try_read_owned().ok())?;
         Ok(ReadGuard { guard, _holder: holder })

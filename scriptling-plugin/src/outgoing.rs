@@ -136,7 +136,7 @@ impl Pending {
     }
 
     /// Waits for the response, blocking the thread (for sync handlers, which
-    /// run on the blocking pool).
+    /// run on the sync pool, never on the async runtime).
     pub(crate) fn wait_blocking(mut self) -> Reply {
         let mut rx = self.rx.take().expect("waited once");
         // A quick host answers within a few tens of microseconds: spin for

@@ -234,8 +234,9 @@ impl Plugin {
         crate::transport::http::run(core, config)
     }
 
-    /// Like [`run`](Plugin::run), on the caller's tokio runtime (which must
-    /// be multi-threaded: sync handlers use its blocking pool).
+    /// Like [`run`](Plugin::run), on the caller's tokio runtime. Async
+    /// handlers run on it (use a multi-threaded runtime); sync handlers run
+    /// on the SDK's own worker threads.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let core = self.build()?;
         crate::transport::stdio::serve_stdio(core).await

@@ -155,21 +155,24 @@ fn parse_error(err: &serde_json::Error) -> RpcError {
 /// `result` is the already-serialised result JSON.
 pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
     out.reserve(result.len() + id.get().len() + 40);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(b",\"result\":");
+    write_result_prefix(out, id);
     out.extend_from_slice(result);
     out.push(b'}');
 }
 
-/// The bytes around a success response's result: `{"jsonrpc":"2.0","id":<id>,"result":`
-/// and `}` plus the newline.
+/// The bytes around a success response's result, for writing the result
+/// from where it was serialised: `{"jsonrpc":"2.0","id":<id>,"result":`, and
+/// `}` plus the newline.
 pub(crate) fn result_envelope(id: &RawValue) -> (Vec<u8>, &'static [u8]) {
     let mut prefix = Vec::with_capacity(id.get().len() + 32);
-    prefix.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    prefix.extend_from_slice(id.get().as_bytes());
-    prefix.extend_from_slice(b",\"result\":");
+    write_result_prefix(&mut prefix, id);
     (prefix, b"}\n")
+}
+
+fn write_result_prefix(out: &mut Vec<u8>, id: &RawValue) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
 }
 
 /// Writes an error response frame into `out`. `id` is `None` when the

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! stdin ─► reader thread ─► parse ─┬─ response to our request ─► its waiter
-//!                                  └─ request ─► blocking pool / task ─► handler
+//!                                  └─ request ─► sync pool / task ─► handler
 //! stdout ◄─ FrameWriter (one frame per write, flushed) ◄─ responses, callbacks, logs
 //! ```
 //!
@@ -121,7 +121,7 @@ fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>) {
                     ErrorCode::InvalidRequest,
                     format!(
                         "invalid request: the line of at least {len} bytes exceeds the limit of {} bytes",
-                        reader_max(conn)
+                        conn.core.options.max_frame_bytes
                     ),
                 );
                 let mut frame = Vec::new();
@@ -140,10 +140,6 @@ fn read_loop<R: Read>(conn: &Arc<Connection>, mut reader: LineReader<R>) {
         }
     }
     conn.input_closed();
-}
-
-fn reader_max(conn: &Connection) -> usize {
-    conn.core.options.max_frame_bytes
 }
 
 /// Makes glibc serve allocations of 1 MiB and more with their own mappings,
