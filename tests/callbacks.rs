@@ -20,10 +20,10 @@ fn call_each(items: Vec<Value>, on_item: Callback) -> Result<Vec<Value>, CallErr
 fn call_nested(handlers: Vec<Callback>, named: BTreeMap<String, Callback>) -> Result<Vec<String>, CallError> {
     let mut out = Vec::new();
     for h in &handlers {
-        out.push(h.call_as::<String>(())?);
+        out.push(h.call::<String>(())?);
     }
     for (k, h) in &named {
-        out.push(format!("{k}={}", h.call_as::<String>(())?));
+        out.push(format!("{k}={}", h.call::<String>(())?));
     }
     Ok(out)
 }
@@ -35,7 +35,7 @@ fn call_with_kwargs(cb: Callback) -> Result<Value, CallError> {
 
 #[plugin_fn]
 fn expect_int(cb: Callback) -> Result<i64, CallError> {
-    cb.call_as::<i64>(())
+    cb.call::<i64>(())
 }
 
 static KEPT: Mutex<Option<Callback>> = Mutex::new(None);
@@ -57,7 +57,7 @@ fn busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
     let log = Logger::current().with("n", n);
     let mut total = 0;
     for round in 0..rounds {
-        total += cb.call_as::<i64>((n, round))?;
+        total += cb.call::<i64>((n, round))?;
         log.with("round", round).debug("round done");
     }
     Ok(total)
@@ -67,7 +67,7 @@ fn busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
 async fn async_busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
     let mut total = 0;
     for round in 0..rounds {
-        total += cb.call_async_as::<i64>((n, round)).await?;
+        total += cb.call_async::<i64>((n, round)).await?;
         Logger::current().with("round", round).info("async round done");
     }
     Ok(total)
@@ -208,7 +208,7 @@ fn a_callback_used_after_its_call_returned_fails_locally() {
     });
     host.call("keep", [cb("cb-kept")]).unwrap();
     let err = host.call("use_kept", []).unwrap_err();
-    assert_eq!(err.message(), "callback cb-kept has expired: the plugin call that received it has already returned");
+    assert_eq!(err.message(), "unknown callback cb-kept: it expired when the plugin call that received it returned");
     assert_eq!(asked.load(Ordering::SeqCst), 0, "the host was never asked");
 }
 

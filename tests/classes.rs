@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::Host;
-use scriptling_plugin::{CallError, Plugin, Ref, Value, plugin_class, plugin_fn};
+use scriptling_plugin::{CallError, Object, Plugin, Value, plugin_class, plugin_fn};
 use serde_json::json;
 
 /// Lifecycle events of `Tracked` objects, tagged per test.
@@ -124,7 +124,7 @@ impl OtherThing {
 
 /// Adds one object's value to another's.
 #[plugin_fn]
-fn transfer(from: Ref<Tracked>, to: Ref<Tracked>, amount: i64) -> Result<i64, CallError> {
+fn transfer(from: Object<Tracked>, to: Object<Tracked>, amount: i64) -> Result<i64, CallError> {
     from.write()?.value -= amount;
     let mut to = to.write()?;
     to.value += amount;
@@ -137,7 +137,7 @@ fn make_tracked(tag: String) -> Tracked {
 }
 
 #[plugin_fn]
-fn maybe_value(obj: Option<Ref<Tracked>>) -> Result<Option<i64>, CallError> {
+fn maybe_value(obj: Option<Object<Tracked>>) -> Result<Option<i64>, CallError> {
     obj.map(|o| o.read().map(|t| t.value)).transpose()
 }
 
@@ -159,7 +159,7 @@ fn s(text: &str) -> Value {
 }
 
 fn remote(id: &str) -> Value {
-    Value::Remote(scriptling_plugin::RemoteRef {
+    Value::Remote(scriptling_plugin::ObjectRef {
         library: "plugin.classes".into(),
         class: "Tracked".into(),
         id: id.into(),
@@ -216,7 +216,12 @@ fn objects_are_created_called_and_destroyed() {
     host.destroy("not-a-number").unwrap();
     assert_eq!(events("life"), ["del:life", "drop:life"], "destroy is idempotent");
     let err = host.call_method(&a.id, "add", []).unwrap_err();
-    assert!(err.message().starts_with(&format!("unknown object {} (alive: ", a.id)), "{err}");
+    let alive = host.live_objects().unwrap();
+    let plural = if alive == 1 { "" } else { "s" };
+    assert_eq!(
+        err.message(),
+        format!("unknown object {} (it does not exist or has been destroyed; {alive} object{plural} alive)", a.id)
+    );
 }
 
 #[test]

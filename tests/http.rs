@@ -259,20 +259,25 @@ fn shutdown_from_one_client_leaves_other_clients_objects_alone() {
     let alice = create(&[("X-Scriptling-Client", "alice")]);
     let bob = create(&[("X-Scriptling-Client", "bob")]);
     let anonymous = create(&[]);
-    let inc = |id: &str| {
+    let inc = |client: &str, id: &str| {
         let body = json!({"jsonrpc":"2.0","id":2,"method":"object.call_method","params":{"object_id": id, "method":"inc","args":[i(1)]}});
-        served.post(&body.to_string()).1
+        let headers: &[(&str, &str)] = if client.is_empty() { &[] } else { &[("X-Scriptling-Client", client)] };
+        served.post_with(headers, body.to_string().as_bytes()).1
     };
     let shutdown = br#"{"jsonrpc":"2.0","id":9,"method":"plugin.shutdown"}"#;
     // Bob's shutdown releases Bob's objects only.
     let (status, out) = served.post_with(&[("X-Scriptling-Client", "bob")], shutdown);
     assert_eq!((status, out["result"].clone()), (200, J::Null));
-    assert!(inc(&bob)["error"]["message"].as_str().unwrap().starts_with(&format!("unknown object {bob}")));
-    assert_eq!(inc(&alice)["result"], i(2));
+    let gone = inc("bob", &bob);
+    assert_eq!(
+        gone["error"]["message"],
+        format!("unknown object {bob} (it does not exist, has been destroyed, or belongs to another client)")
+    );
+    assert_eq!(inc("alice", &alice)["result"], i(2));
     // A shutdown without a client id releases nothing, and the server keeps serving.
     assert_eq!(served.post_with(&[], shutdown).1["result"], J::Null);
-    assert_eq!(inc(&alice)["result"], i(3));
-    assert_eq!(inc(&anonymous)["result"], i(2));
+    assert_eq!(inc("alice", &alice)["result"], i(3));
+    assert_eq!(inc("", &anonymous)["result"], i(2));
 }
 
 #[test]
@@ -343,7 +348,8 @@ fn a_request_over_the_configured_timeout_gets_an_error_and_serving_continues() {
     let out = served.call(&[], "sleep_ms", json!([i(2000)]));
     assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
     assert_eq!(out["error"]["code"], -32000);
-    assert_eq!(out["error"]["message"], "the request did not finish within 200ms");
+    assert_eq!(out["error"]["message"], "function.call: the request did not finish within 200ms");
+    assert_eq!(out["id"], 1, "a timed-out request keeps its id");
     assert_eq!(served.call(&[], "echo", json!([i(1)]))["result"], i(1));
 }
 

@@ -415,30 +415,43 @@ fn a_16_mib_string_round_trips() {
     assert!(back.as_str() == Some(big.as_str()));
 }
 
-#[test]
-fn deeply_nested_values_are_an_error_not_a_crash() {
-    let host = host();
-    let depth = 10_000;
+fn nested_json(depth: usize) -> String {
     let mut nested = String::new();
-    for _ in 0..depth {
+    for _ in 0..depth - 1 {
         nested.push_str(r#"{"type":"list","items":["#);
     }
-    for _ in 0..depth {
+    nested.push_str(r#"{"type":"int","value":1}"#);
+    for _ in 0..depth - 1 {
         nested.push_str("]}");
     }
-    host.send_raw(format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"echo","args":[{nested}]}}}}"#
-    ))
-    .unwrap();
-    let f = frame(&host);
-    assert_eq!(f["error"]["code"], -32602);
-    assert!(f["error"]["message"].as_str().unwrap().contains("nested too deeply"), "{f}");
-    // A moderately nested value is fine.
+    nested
+}
+
+#[test]
+fn a_thousand_levels_of_nesting_round_trip_and_deeper_is_a_clear_error() {
+    let host = host();
+    // Values nested 63 levels and more used to hit serde_json's recursion limit.
     let mut v = Value::Int(1);
-    for _ in 0..50 {
+    for _ in 1..1000 {
         v = Value::List(vec![v]);
     }
     assert_eq!(host.call("echo", [v.clone()]).unwrap(), v);
+    for depth in [1001, 100_000] {
+        host.send_raw(format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"echo","args":[{}]}}}}"#,
+            nested_json(depth)
+        ))
+        .unwrap();
+        let f = frame(&host);
+        assert_eq!(f["error"]["code"], -32602, "{depth}");
+        let message = f["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("function.call: invalid params: values are nested more than 1000 levels deep"),
+            "{message}"
+        );
+    }
+    // Serving goes on.
+    assert_eq!(host.call("echo", [Value::Int(7)]).unwrap(), Value::Int(7));
 }
 
 #[test]

@@ -441,7 +441,7 @@ fn constructor_shim(self_ty: &Type, m: &Member) -> TokenStream {
         let finish = quote_spanned!(span=>
             <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#call.await));
         quote_spanned!(ident.span()=>
-            #krate::Function::asynchronous(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
+            #krate::Function::new_async(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
                 #takes
                 ::core::result::Result::Ok(async move { #finish })
             })
@@ -450,7 +450,7 @@ fn constructor_shim(self_ty: &Type, m: &Member) -> TokenStream {
         let finish = quote_spanned!(span=>
             <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#call));
         quote_spanned!(ident.span()=>
-            #krate::Function::sync(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
+            #krate::Function::new(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
                 #takes
                 #finish
             })
@@ -483,7 +483,7 @@ fn method_shim(self_ty: &Type, m: &Member, name: &str) -> TokenStream {
     let body = if is_async {
         let finish = shim::finish_call(quote!(#call.await), span);
         quote_spanned!(ident.span()=>
-            #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
+            #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
                 #receiver
                 #takes
                 ::core::result::Result::Ok(async move {
@@ -495,7 +495,7 @@ fn method_shim(self_ty: &Type, m: &Member, name: &str) -> TokenStream {
     } else {
         let finish = shim::finish_call(call.clone(), span);
         quote_spanned!(ident.span()=>
-            #krate::Function::sync(#name, |#args: &mut #krate::Args| {
+            #krate::Function::new(#name, |#args: &mut #krate::Args| {
                 #receiver
                 #takes
                 #lock

@@ -112,7 +112,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let body = if func.sig.asyncness.is_some() {
         let finish = shim::finish_call(quote!(#call.await), ret_span);
         quote_spanned!(ident.span()=>
-            #krate::Function::asynchronous(#name, |#args: &mut #krate::Args| {
+            #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
                 #takes
                 ::core::result::Result::Ok(async move { #finish })
             })
@@ -120,7 +120,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     } else {
         let finish = shim::finish_call(call.clone(), ret_span);
         quote_spanned!(ident.span()=>
-            #krate::Function::sync(#name, |#args: &mut #krate::Args| {
+            #krate::Function::new(#name, |#args: &mut #krate::Args| {
                 #takes
                 #finish
             })

@@ -28,51 +28,38 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod class;
-pub mod codec;
-pub mod convert;
-pub mod function;
-
-mod callback;
-mod connection;
-mod context;
-mod error;
-mod inflight;
-mod json;
-mod logger;
-mod objects;
-mod outgoing;
-mod panic;
-mod plugin;
-mod pool;
+// Layers, lowest first; a module imports only from layers below its own
+// (tests/layers.rs checks): support, value, rpc, call, exports, runtime,
+// transport, then the entry points (testing, bridge).
+mod bridge;
+mod call;
+mod exports;
 mod rpc;
-mod schema;
-mod script;
+mod runtime;
+mod support;
 mod transport;
 mod value;
-mod writer;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 #[cfg(feature = "tracing")]
-#[path = "tracing_bridge.rs"]
-pub mod tracing;
+pub use bridge::tracing;
 
 #[cfg(feature = "log")]
-#[path = "log_bridge.rs"]
-pub mod log;
+pub use bridge::log;
 
-pub use callback::{Callback, IntoArgs};
-pub use class::{Class, PluginClass, PluginClassMethods, Property};
-pub use convert::{FromValue, FromValueError, IntoValue, IntoValueError};
-pub use error::{CallError, ErrorCode, RpcError, ServeError};
-pub use function::{Args, Function, IntoCallResult, Param};
-pub use json::Json;
-pub use logger::{Level, Logger};
-pub use objects::{ReadGuard, Ref, WriteGuard, into_remote};
-pub use plugin::{Plugin, PluginFunction};
-pub use value::{CallbackRef, RemoteRef, Value};
+pub use call::callback::{Callback, IntoArgs};
+pub use call::error::CallError;
+pub use call::logger::{Level, Logger};
+pub use call::objects::{Object, ObjectReadGuard, ObjectWriteGuard, PluginClass, into_remote};
+pub use exports::class::{Class, PluginClassMethods, Property};
+pub use exports::error::ServeError;
+pub use exports::function::{Args, Function, Param};
+pub use exports::plugin::{Plugin, PluginFunction};
+pub use value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
+pub use value::json::Json;
+pub use value::{CallbackRef, ObjectRef, Value};
 
 #[cfg(feature = "http")]
 pub use transport::http::{CLIENT_HEADER, HttpConfig};
@@ -92,8 +79,8 @@ pub use transport::http::{CLIENT_HEADER, HttpConfig};
 /// assert_eq!(greet("Ada".into(), "Hi".into()), "Hi, Ada");
 /// // ...described for Scriptling by a hidden type of the same name.
 /// let f = <greet as PluginFunction>::function();
-/// assert_eq!(f.params()[1].default(), Some("\"Hello\""));
-/// assert_eq!(f.help(), "Returns a greeting.");
+/// assert_eq!(f.get_params()[1].default(), Some("\"Hello\""));
+/// assert_eq!(f.get_description(), "Returns a greeting.");
 /// let plugin = Plugin::new("hello", "1.0.0", "").function::<greet>();
 /// # let _ = plugin;
 /// ```
@@ -124,7 +111,7 @@ pub use scriptling_plugin_macros::plugin_fn;
 ///
 /// assert_eq!(Counter::NAME, "Counter");
 /// assert_eq!(Counter::DESCRIPTION, "Counts things.");
-/// assert_eq!(<Counter as PluginClassMethods>::class().name(), "Counter");
+/// assert_eq!(<Counter as PluginClassMethods>::class().get_name(), "Counter");
 /// let plugin = Plugin::new("demo", "1.0.0", "").class::<Counter>();
 /// # let _ = plugin;
 /// ```
@@ -139,6 +126,6 @@ mod readme {}
 /// Items used by the code the attributes generate. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::class::ConstructorReturn;
-    pub use crate::function::IntoCallResult;
+    pub use crate::exports::class::ConstructorReturn;
+    pub use crate::exports::function::IntoCallResult;
 }

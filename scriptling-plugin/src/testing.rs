@@ -8,6 +8,13 @@
 //! `callback.call` requests with a handler you provide and record its
 //! `host.log` records.
 //!
+//! Like the real Scriptling host, the test host serves the plugin's own
+//! requests concurrently, each on its own thread and after a small random
+//! delay (see [`Host::set_jitter`]), so they may be handled in any order and
+//! after a response that followed them on the wire. A plugin that is right
+//! here is right under the real host; one that only works when its
+//! requests are handled in order, instantly, fails here too.
+//!
 //! ```
 //! use scriptling_plugin::testing::Host;
 //! use scriptling_plugin::{plugin_fn, Plugin, Value};
@@ -33,15 +40,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use serde_json::value::RawValue;
 
-use crate::error::ServeError;
-use crate::plugin::Plugin;
-use crate::value::{RemoteRef, Value};
+use crate::call::link::Link;
+use crate::exports::error::ServeError;
+use crate::exports::plugin::Plugin;
+use crate::support::lock;
+use crate::transport::stdio::Session;
+use crate::value::{ObjectRef, Value};
 
 /// How long a request waits for its response before failing with
 /// [`HostError::Timeout`] (change it with [`Host::set_timeout`]).
@@ -108,10 +118,14 @@ pub struct LogRecord {
 
 type CallbackHandler = dyn Fn(&str, Vec<Value>, BTreeMap<String, Value>) -> Result<Value, String> + Send + Sync;
 
+/// The default for [`Host::set_jitter`].
+pub const DEFAULT_JITTER: Duration = Duration::from_micros(300);
+
 /// State shared between the [`Host`] and its reader thread.
 struct Shared {
     writer: Mutex<Box<dyn Write + Send>>,
-    pending: Mutex<HashMap<u64, Sender<serde_json::Value>>>,
+    /// Waiters for responses, by id; each gets the response line.
+    pending: Mutex<HashMap<u64, Sender<String>>>,
     unrouted: Mutex<Sender<serde_json::Value>>,
     stray: Mutex<Vec<String>>,
     logs: Mutex<Vec<LogRecord>>,
@@ -120,10 +134,21 @@ struct Shared {
     /// callback may call back into the plugin, so a busy pool grows rather
     /// than queueing).
     idle_workers: Mutex<Vec<Sender<serde_json::Value>>>,
+    /// The most a plugin request waits before it is handled, in nanoseconds.
+    jitter: AtomicU64,
+    /// A cheap random source for the jitter.
+    seed: AtomicU64,
+    /// Everything the plugin wrote to stderr (spawned plugins), and a
+    /// signal for whoever waits for a line of it.
+    stderr: Arc<Captured>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Output captured from a pipe, with a signal for whoever waits on it.
+#[derive(Default)]
+struct Captured {
+    bytes: Mutex<Vec<u8>>,
+    grew: Condvar,
+    closed: Mutex<bool>,
 }
 
 impl Shared {
@@ -136,8 +161,8 @@ impl Shared {
 }
 
 enum Backend {
-    InProcess { server: Option<JoinHandle<Result<(), ServeError>>>, core: Arc<crate::plugin::Core> },
-    Process { child: Child, stderr: Arc<Mutex<Vec<u8>>> },
+    InProcess { finished: Option<Receiver<Result<(), ServeError>>>, link: Arc<Link> },
+    Process { child: Child },
 }
 
 /// The host side of a plugin connection. See the [module docs](self).
@@ -154,16 +179,23 @@ impl Host {
     /// plugin's registrations are invalid.
     pub fn in_process(plugin: Plugin) -> Result<Host, ServeError> {
         let core = Arc::new(plugin.build()?);
-        let served = Arc::clone(&core);
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
-        let server = std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
-            let rt = crate::transport::runtime()?;
-            let result = rt.block_on(crate::transport::stdio::serve_connection(served, plugin_in, plugin_out));
-            rt.shutdown_background();
-            result
+        let runtime = Arc::new(OnceLock::new());
+        let session = Session::start(core, plugin_in, plugin_out, Arc::clone(&runtime))?;
+        let link = session.link();
+        let (finished_tx, finished) = mpsc::channel();
+        std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
+            let result = crate::transport::runtime().map_err(ServeError::from).and_then(|rt| {
+                let _ = runtime.set(rt.handle().clone());
+                let result = rt.block_on(session.finish(false));
+                rt.shutdown_background();
+                result
+            });
+            let _ = finished_tx.send(result);
         })?;
-        Ok(Host::connect(Box::new(host_out), host_in, Backend::InProcess { server: Some(server), core }))
+        let backend = Backend::InProcess { finished: Some(finished), link };
+        Ok(Host::connect(Box::new(host_out), host_in, backend, Arc::new(Captured::default())))
     }
 
     /// Starts a plugin executable with piped stdin and stdout; its stderr
@@ -173,7 +205,7 @@ impl Host {
         let stdin: ChildStdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let mut stderr_pipe = child.stderr.take().expect("piped");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Captured::default());
         let sink = Arc::clone(&stderr);
         std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
@@ -181,10 +213,15 @@ impl Host {
                 if n == 0 {
                     break;
                 }
-                lock(&sink).extend_from_slice(&chunk[..n]);
+                lock(&sink.bytes).extend_from_slice(&chunk[..n]);
+                sink.grew.notify_all();
             }
+            *lock(&sink.closed) = true;
+            // Taken so a waiter between its check and its wait sees this.
+            drop(lock(&sink.bytes));
+            sink.grew.notify_all();
         });
-        Ok(Host::connect(Box::new(stdin), stdout, Backend::Process { child, stderr }))
+        Ok(Host::connect(Box::new(stdin), stdout, Backend::Process { child }, stderr))
     }
 
     /// Starts one of the current package's examples (`cargo test` builds
@@ -193,8 +230,15 @@ impl Host {
         Host::spawn(Command::new(example_path(name)))
     }
 
-    fn connect(writer: Box<dyn Write + Send>, reader: impl Read + Send + 'static, backend: Backend) -> Host {
+    fn connect(
+        writer: Box<dyn Write + Send>,
+        reader: impl Read + Send + 'static,
+        backend: Backend,
+        stderr: Arc<Captured>,
+    ) -> Host {
         let (unrouted_tx, unrouted_rx) = mpsc::channel();
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
         let shared = Arc::new(Shared {
             writer: Mutex::new(writer),
             pending: Mutex::new(HashMap::new()),
@@ -203,6 +247,9 @@ impl Host {
             logs: Mutex::new(Vec::new()),
             callback: Mutex::new(None),
             idle_workers: Mutex::new(Vec::new()),
+            jitter: AtomicU64::new(DEFAULT_JITTER.as_nanos() as u64),
+            seed: AtomicU64::new(seed | 1),
+            stderr,
         });
         let reader_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -223,6 +270,15 @@ impl Host {
         self.timeout = timeout;
     }
 
+    /// The most each of the plugin's own requests (`callback.call`,
+    /// `host.log`) waits, at random, before this host handles it (default
+    /// [`DEFAULT_JITTER`]; zero handles each at once, still concurrently).
+    /// Longer delays shake out ordering bugs: a plugin must not rely on its
+    /// requests being handled in the order it sent them.
+    pub fn set_jitter(&self, max: Duration) {
+        self.shared.jitter.store(u64::try_from(max.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
     /// Answers the plugin's `callback.call` requests with `handler(id, args,
     /// kwargs)`; an `Err(message)` becomes a JSON-RPC error, as when the
     /// Scriptling callback raised. Without a handler every callback fails
@@ -234,7 +290,8 @@ impl Host {
         *lock(&self.shared.callback) = Some(Arc::new(handler));
     }
 
-    /// The `host.log` records received so far.
+    /// The `host.log` records handled so far, in the order this host
+    /// handled them (see the module docs on concurrency).
     pub fn logs(&self) -> Vec<LogRecord> {
         lock(&self.shared.logs).clone()
     }
@@ -267,13 +324,14 @@ impl Host {
         kwargs: BTreeMap<String, Value>,
     ) -> Result<Value, HostError> {
         let params = with_args(json!({ "name": name }), args, kwargs);
-        decode(self.request("function.call", params)?)
+        self.request_value("function.call", params)
     }
 
     /// Constructs an object (`object.new`) and returns its bare reference.
-    pub fn new_object(&self, class: &str, args: impl IntoIterator<Item = Value>) -> Result<RemoteRef, HostError> {
+    pub fn new_object(&self, class: &str, args: impl IntoIterator<Item = Value>) -> Result<ObjectRef, HostError> {
         let params = with_args(json!({ "class": class }), args, BTreeMap::new());
-        decode(self.request("object.new", params)?)
+        let result = self.request_raw("object.new", Some(params))?;
+        serde_json::from_str(result.get()).map_err(|e| HostError::Decode(e.to_string()))
     }
 
     /// Calls a method, or gets (no args) or sets (one arg) a property.
@@ -295,7 +353,7 @@ impl Host {
         kwargs: BTreeMap<String, Value>,
     ) -> Result<Value, HostError> {
         let params = with_args(json!({ "object_id": object_id, "method": method }), args, kwargs);
-        decode(self.request("object.call_method", params)?)
+        self.request_value("object.call_method", params)
     }
 
     /// Destroys an object (`object.destroy`).
@@ -310,15 +368,31 @@ impl Host {
 
     /// Sends any request and waits for its result.
     pub fn request(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value, HostError> {
+        let params = (!params.is_null()).then(|| params.to_string());
+        let result = self.request_raw(method, params)?;
+        serde_json::from_str(result.get()).map_err(|e| HostError::Decode(e.to_string()))
+    }
+
+    /// A request whose result is a transport value (decoded however deep
+    /// it nests, as the plugin's own decoder would).
+    fn request_value(&self, method: &str, params: String) -> Result<Value, HostError> {
+        let result = self.request_raw(method, Some(params))?;
+        crate::value::codec::decode(result.get().as_bytes()).map_err(|e| HostError::Decode(e.to_string()))
+    }
+
+    /// Sends a request with `params` (JSON text) and returns its raw result.
+    fn request_raw(&self, method: &str, params: Option<String>) -> Result<Box<RawValue>, HostError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         lock(&self.shared.pending).insert(id, tx);
-        let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if !params.is_null() {
-            frame["params"] = params;
+        let method = serde_json::to_string(method).map_err(|e| HostError::Decode(e.to_string()))?;
+        let mut line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}"#);
+        if let Some(params) = params {
+            line.push_str(r#","params":"#);
+            line.push_str(&params);
         }
-        let line = serde_json::to_vec(&frame).map_err(|e| HostError::Decode(e.to_string()))?;
-        if self.shared.write_line(&line).is_err() {
+        line.push('}');
+        if self.shared.write_line(line.as_bytes()).is_err() {
             lock(&self.shared.pending).remove(&id);
             return Err(HostError::Closed);
         }
@@ -329,13 +403,14 @@ impl Host {
             Err(RecvTimeoutError::Timeout) => return Err(HostError::Timeout),
             Err(RecvTimeoutError::Disconnected) => return Err(HostError::Closed),
         };
-        if let Some(err) = response.get("error") {
-            return Err(HostError::Rpc {
-                code: err["code"].as_i64().unwrap_or(0),
-                message: err["message"].as_str().unwrap_or_default().to_owned(),
-            });
+        let envelope: Envelope<'_> = serde_json::from_str(&response).map_err(|e| HostError::Decode(e.to_string()))?;
+        if let Some(err) = envelope.error {
+            return Err(HostError::Rpc { code: err.code, message: err.message });
         }
-        response.get("result").cloned().ok_or_else(|| HostError::Decode(format!("response without result: {response}")))
+        envelope
+            .result
+            .map(ToOwned::to_owned)
+            .ok_or_else(|| HostError::Decode(format!("response without result: {response}")))
     }
 
     /// Writes a raw line (a newline is added) to the plugin's input.
@@ -362,6 +437,7 @@ impl Host {
         let deadline = Instant::now() + timeout;
         let mut backend = lock(&self.backend);
         match &mut *backend {
+            // std has no timed wait for a child: ask often, it is cheap.
             Backend::Process { child, .. } => loop {
                 if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
                     return Ok(Some(status));
@@ -369,29 +445,46 @@ impl Host {
                 if Instant::now() >= deadline {
                     return Err(format!("the plugin did not exit within {timeout:?}"));
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_millis(1));
             },
-            Backend::InProcess { server, .. } => loop {
-                if server.as_ref().is_none_or(JoinHandle::is_finished) {
-                    return match server.take().map(JoinHandle::join) {
-                        Some(Ok(Err(e))) => Err(e.to_string()),
-                        Some(Err(_)) => Err("the plugin's serving thread panicked".into()),
-                        _ => Ok(None),
-                    };
+            Backend::InProcess { finished, .. } => {
+                let Some(rx) = finished else { return Ok(None) };
+                match rx.recv_timeout(timeout) {
+                    Ok(result) => {
+                        *finished = None;
+                        result.map(|()| None).map_err(|e| e.to_string())
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        Err(format!("the plugin did not stop serving within {timeout:?}"))
+                    }
+                    Err(RecvTimeoutError::Disconnected) => Err("the plugin's serving thread panicked".into()),
                 }
-                if Instant::now() >= deadline {
-                    return Err(format!("the plugin did not stop serving within {timeout:?}"));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            },
+            }
         }
     }
 
     /// What a spawned plugin wrote to stderr so far (empty in process).
     pub fn stderr(&self) -> String {
-        match &*lock(&self.backend) {
-            Backend::Process { stderr, .. } => String::from_utf8_lossy(&lock(stderr)).into_owned(),
-            Backend::InProcess { .. } => String::new(),
+        String::from_utf8_lossy(&lock(&self.shared.stderr.bytes)).into_owned()
+    }
+
+    /// Waits until a spawned plugin's stderr contains `needle`, for up to
+    /// `timeout`, and returns the stderr read so far. `Err` carries what was
+    /// read when the time ran out or the plugin closed stderr without it.
+    pub fn wait_for_stderr(&self, needle: &str, timeout: Duration) -> Result<String, String> {
+        let captured = &self.shared.stderr;
+        let deadline = Instant::now() + timeout;
+        let mut bytes = lock(&captured.bytes);
+        loop {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if text.contains(needle) {
+                return Ok(text);
+            }
+            if *lock(&captured.closed) {
+                return Err(text);
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return Err(text) };
+            bytes = captured.grew.wait_timeout(bytes, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -399,7 +492,7 @@ impl Host {
     /// (`None` for a spawned plugin): for leak checks.
     pub fn live_objects(&self) -> Option<usize> {
         match &*lock(&self.backend) {
-            Backend::InProcess { core, .. } => Some(core.objects.len()),
+            Backend::InProcess { link, .. } => Some(link.objects.len()),
             Backend::Process { .. } => None,
         }
     }
@@ -440,30 +533,60 @@ pub fn example_path(name: &str) -> PathBuf {
     dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// The params of a call: `head` (its names) plus `args` and `kwargs`, as
+/// JSON text. Written by hand so that deeply nested values are encoded by
+/// the SDK's own (stack-safe) encoder.
 fn with_args(
-    mut params: serde_json::Value,
+    head: serde_json::Value,
     args: impl IntoIterator<Item = Value>,
     kwargs: BTreeMap<String, Value>,
-) -> serde_json::Value {
+) -> String {
     let args: Vec<Value> = args.into_iter().collect();
+    let mut params = head.to_string();
+    params.pop();
     // As the real host does: `args` and `kwargs` are left out when empty.
     if !args.is_empty() {
-        params["args"] = serde_json::to_value(args).expect("finite values");
+        params.push_str(r#","args":"#);
+        params.push_str(&serde_json::to_string(&args).expect("finite values"));
     }
     if !kwargs.is_empty() {
-        params["kwargs"] = serde_json::to_value(kwargs).expect("finite values");
+        params.push_str(r#","kwargs":"#);
+        params.push_str(&serde_json::to_string(&kwargs).expect("finite values"));
     }
+    params.push('}');
     params
 }
 
-fn decode<T: serde::de::DeserializeOwned>(result: serde_json::Value) -> Result<T, HostError> {
-    serde_json::from_value(result).map_err(|e| HostError::Decode(e.to_string()))
+/// What the host needs of a frame from the plugin to route it; nested
+/// payloads are skipped, not parsed, so any depth is fine.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+}
+
+/// Keeps a field that is present but `null` (`"result": null` is a result).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+#[derive(serde::Deserialize)]
+struct ErrorObject {
+    #[serde(default)]
+    code: i64,
+    #[serde(default)]
+    message: String,
 }
 
 fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
-    let mut acks: Option<Sender<serde_json::Value>> = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -475,33 +598,28 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
         if text.is_empty() {
             continue;
         }
-        let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
+        let Some((is_request, id)) = route_of(text) else {
             lock(&shared.stray).push(text.to_owned());
             continue;
         };
-        if frame.get("method").is_some() {
-            if frame["method"] == "host.log" {
-                // Recorded here, in stream order, so tests can see that a
-                // record arrived before the response that follows it; acked
-                // from another thread so this reader never blocks on a write.
-                record_log(shared, &frame);
-                if let Some(id) = frame.get("id") {
-                    let ack = json!({"jsonrpc": "2.0", "id": id, "result": {"type": "null"}});
-                    let _ = acks.get_or_insert_with(|| spawn_ack_writer(shared)).send(ack);
-                }
-            } else {
-                // Answer on another thread: a callback may itself call the plugin.
-                dispatch_to_worker(shared, frame);
+        if is_request {
+            // Handled on another thread, after a random delay, as the real
+            // host does: a callback may itself call the plugin, and nothing
+            // says the plugin's requests are handled in the order sent.
+            match serde_json::from_str(text) {
+                Ok(frame) => dispatch_to_worker(shared, frame),
+                Err(_) => lock(&shared.stray).push(text.to_owned()),
             }
             continue;
         }
-        let waiter =
-            frame.get("id").and_then(serde_json::Value::as_u64).and_then(|id| lock(&shared.pending).remove(&id));
-        match waiter {
+        match id.and_then(|id| lock(&shared.pending).remove(&id)) {
             Some(tx) => {
-                let _ = tx.send(frame);
+                let _ = tx.send(text.to_owned());
             }
             None => {
+                // Frames nobody waits for are handed out parsed; one too deep
+                // for serde_json's parser is handed out as a string.
+                let frame = serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned()));
                 let _ = lock(&shared.unrouted).send(frame);
             }
         }
@@ -510,27 +628,23 @@ fn read_loop(shared: &Arc<Shared>, reader: impl Read) {
     lock(&shared.pending).clear();
 }
 
-fn record_log(shared: &Shared, frame: &serde_json::Value) {
-    let params = &frame["params"];
+/// Whether a frame is a request, and the numeric id it carries; `None` if
+/// it is not JSON (or is a batch, which only answers `send_raw` lines).
+fn route_of(text: &str) -> Option<(bool, Option<u64>)> {
+    if text.starts_with('[') {
+        return serde_json::from_str::<serde::de::IgnoredAny>(text).ok().map(|_| (false, None));
+    }
+    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+    Some((envelope.method.is_some(), envelope.id.and_then(|id| id.get().parse().ok())))
+}
+
+fn record_log(shared: &Shared, params: &serde_json::Value) {
     let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();
     lock(&shared.logs).push(LogRecord {
         level: params["level"].as_str().unwrap_or_default().to_owned(),
         message: params["message"].as_str().unwrap_or_default().to_owned(),
         args,
     });
-}
-
-/// A thread that writes `host.log` acknowledgements in order.
-fn spawn_ack_writer(shared: &Arc<Shared>) -> Sender<serde_json::Value> {
-    let (tx, rx) = mpsc::channel::<serde_json::Value>();
-    let weak = Arc::downgrade(shared);
-    std::thread::spawn(move || {
-        while let Ok(ack) = rx.recv() {
-            let Some(shared) = weak.upgrade() else { return };
-            let _ = shared.write_line(&serde_json::to_vec(&ack).expect("JSON"));
-        }
-    });
-    tx
 }
 
 /// Hands a plugin request to an idle worker, or to a new one.
@@ -549,15 +663,37 @@ fn dispatch_to_worker(shared: &Arc<Shared>, frame: serde_json::Value) {
     std::thread::spawn(move || {
         while let Ok(frame) = rx.recv_timeout(Duration::from_secs(5)) {
             let Some(shared) = weak.upgrade() else { return };
+            shared.pause();
             answer_plugin_request(&shared, &frame);
             lock(&shared.idle_workers).push(tx.clone());
         }
     });
 }
 
+impl Shared {
+    /// Waits a random time up to the jitter.
+    fn pause(&self) {
+        let max = self.jitter.load(Ordering::Relaxed);
+        if max == 0 {
+            return;
+        }
+        // xorshift64: enough randomness for scheduling noise.
+        let mut x = self.seed.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.seed.store(x, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_nanos(x % (max + 1)));
+    }
+}
+
 fn answer_plugin_request(shared: &Shared, frame: &serde_json::Value) {
     let params = frame.get("params").cloned().unwrap_or(serde_json::Value::Null);
     let outcome: Result<serde_json::Value, (i64, String)> = match frame["method"].as_str().unwrap_or_default() {
+        "host.log" => {
+            record_log(shared, &params);
+            Ok(json!({"type": "null"}))
+        }
         "callback.call" => {
             let id = params["id"].as_str().unwrap_or_default().to_owned();
             let args: Vec<Value> = serde_json::from_value(params["args"].clone()).unwrap_or_default();

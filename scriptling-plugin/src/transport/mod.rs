@@ -1,17 +1,197 @@
-//! Transports: how frames reach a [`Connection`](crate::connection::Connection).
+//! Transports: stdio and HTTP, each feeding the dispatcher, and the
+//! `Plugin` methods that serve a plugin over them.
 
-pub(crate) mod guard;
 #[cfg(feature = "http")]
 pub(crate) mod http;
-pub(crate) mod lines;
 pub(crate) mod stdio;
+
+use std::fmt;
+use std::io::Read;
+use std::sync::{Arc, OnceLock};
+
+use crate::exports::core::Core;
+use crate::exports::error::ServeError;
+use crate::exports::plugin::Plugin;
+use crate::runtime::{panic, pool};
+use crate::transport::stdio::Session;
+
+impl Plugin {
+    /// Serves the plugin over stdio until the host shuts it down, closes
+    /// stdin, or the process gets SIGINT or SIGTERM, on a tokio runtime of
+    /// its own.
+    ///
+    /// Before anything else, the process's stdout is taken for the protocol
+    /// and file descriptor 1 is pointed at stderr, so `println!` anywhere in
+    /// the process cannot corrupt the stream.
+    ///
+    /// Shutdown, whatever its cause, answers the calls in flight (waiting up
+    /// to [`shutdown_grace`](Plugin::shutdown_grace)), destroys every live
+    /// object (running its `#[del]` hook and `Drop`), answers
+    /// `plugin.shutdown`, and returns `Ok(())`, so `main` exits with status
+    /// 0. A second SIGINT or SIGTERM exits at once (status 130 or 143).
+    ///
+    /// It also sets glibc's allocator to return buffers of 1 MiB and more
+    /// to the system when freed (large payloads otherwise stay resident in
+    /// per-thread arenas), and reports panics in calls in one stderr line
+    /// (see [`panic_backtraces`](Plugin::panic_backtraces));
+    /// [`serve_stdio`](Plugin::serve_stdio) leaves the allocator alone.
+    ///
+    /// Returns the registration problems if the plugin is inconsistent.
+    ///
+    /// The same binary can serve HTTP instead, with no code change: pass
+    /// `--listen ADDR` (and optionally `--path /json-rpc`), or set
+    /// `SCRIPTLING_PLUGIN_LISTEN` (and the other `SCRIPTLING_PLUGIN_*`
+    /// variables listed on [`HttpConfig`](crate::HttpConfig)); arguments win
+    /// over the environment. This needs the `http` feature. Set the
+    /// variables only for the plugin's own process: a Scriptling host passes
+    /// its environment to every plugin it spawns.
+    pub fn run(self) -> Result<(), ServeError> {
+        let core = self.build()?;
+        #[cfg(feature = "http")]
+        if let Some(config) = crate::transport::http::HttpConfig::from_env_and_args()? {
+            return crate::transport::http::run(core, config);
+        }
+        #[cfg(not(feature = "http"))]
+        if std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
+            || std::env::var("SCRIPTLING_PLUGIN_LISTEN").is_ok_and(|v| !v.is_empty())
+        {
+            return Err(ServeError::Config(
+                "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin"
+                    .to_owned(),
+            ));
+        }
+        return_large_buffers_to_the_system();
+        panic::install_hook(core.options.panic_backtraces);
+        let out = stdio::guard::take_stdout()?;
+        // The reader starts before the runtime is built, so the host's
+        // handshake is answered while the runtime's threads are starting.
+        let runtime = Arc::new(OnceLock::new());
+        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime))?;
+        let rt = self::runtime()?;
+        let _ = runtime.set(rt.handle().clone());
+        let result = rt.block_on(session.finish(true));
+        // Handlers still running past the grace period are abandoned, not waited for.
+        rt.shutdown_background();
+        result
+    }
+
+    /// Serves the plugin over HTTP at `addr` (`"127.0.0.1:8081"`, or a port
+    /// alone for loopback) until SIGINT or SIGTERM. See
+    /// [`serve_http_with`](Plugin::serve_http_with) for the options.
+    #[cfg(feature = "http")]
+    pub fn serve_http(self, addr: &str) -> Result<(), ServeError> {
+        let config = crate::transport::http::HttpConfig::new(
+            crate::transport::http::parse_addr(addr).map_err(ServeError::Config)?,
+        );
+        self.serve_http_with(config)
+    }
+
+    /// Serves the plugin over HTTP with `config`, on a runtime of its own,
+    /// until SIGINT or SIGTERM; then in-flight requests finish and every
+    /// object is dropped.
+    #[cfg(feature = "http")]
+    pub fn serve_http_with(self, config: crate::HttpConfig) -> Result<(), ServeError> {
+        let core = self.build()?;
+        crate::transport::http::run(core, config)
+    }
+
+    /// Like [`run`](Plugin::run), on the caller's tokio runtime. Async
+    /// handlers run on it (use a multi-threaded runtime); sync handlers run
+    /// on the SDK's own worker threads.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        let core = self.build()?;
+        panic::install_hook(core.options.panic_backtraces);
+        let out = stdio::guard::take_stdout()?;
+        serve_streams(Arc::new(core), std::io::stdin(), out, true).await
+    }
+}
+
+/// Serves one host over a pair of byte streams on the current runtime,
+/// until the session ends.
+pub(crate) async fn serve_streams<R, W>(core: Arc<Core>, input: R, output: W, signals: bool) -> Result<(), ServeError>
+where
+    R: Read + Send + 'static,
+    W: std::io::Write + Send + 'static,
+{
+    let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
+    Session::start(core, input, output, runtime)?.finish(signals).await
+}
 
 /// The runtime `run` and `serve_http` serve on: one worker per core (the
 /// core count is asked once, shared with the sync pool).
 pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(crate::pool::parallelism())
+        .worker_threads(pool::parallelism())
         .enable_all()
         .thread_name("scriptling-plugin")
         .build()
+}
+
+/// Makes glibc serve allocations of 1 MiB and more with their own mappings,
+/// returned to the system when freed.
+///
+/// By default glibc raises that threshold after large frees, so later large
+/// payload buffers come from per-thread arenas that keep them: with requests
+/// handled on several threads, a plugin that saw five 16 MiB payloads held
+/// ~99 MiB at peak; with the threshold fixed it holds ~36 MiB. Only the
+/// methods that own the process (`run`, `serve_http`) do this; with another
+/// global allocator it has no effect.
+pub(crate) fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; it is safe to call at
+    // any time, and this runs before the plugin starts its threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+/// A stop signal the process received.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Signal {
+    Interrupt,
+    Terminate,
+}
+
+impl Signal {
+    /// The signal's number (what an exit status reports as 128 + n).
+    pub(crate) fn number(self) -> i32 {
+        match self {
+            Signal::Interrupt => 2,
+            Signal::Terminate => 15,
+        }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+        })
+    }
+}
+
+/// Resolves on the next SIGINT or SIGTERM (from the moment it is called).
+pub(crate) async fn signal() -> Signal {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let wait = |kind| async move {
+            match signal(kind) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = wait(SignalKind::interrupt()) => Signal::Interrupt,
+            () = wait(SignalKind::terminate()) => Signal::Terminate,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        Signal::Interrupt
+    }
 }

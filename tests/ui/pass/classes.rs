@@ -1,6 +1,6 @@
 //! Every supported class shape compiles and registers.
 
-use scriptling_plugin::{CallError, Plugin, Ref, plugin_class, plugin_fn};
+use scriptling_plugin::{CallError, Plugin, Object, plugin_class, plugin_fn};
 
 /// A class with every kind of member.
 #[plugin_class(name = "Store")]
@@ -82,7 +82,7 @@ impl Async {
 }
 
 #[plugin_fn]
-fn merge(a: Ref<KeyValueStore>, b: Option<Ref<KeyValueStore>>) -> Result<usize, CallError> {
+fn merge(a: Object<KeyValueStore>, b: Option<Object<KeyValueStore>>) -> Result<usize, CallError> {
     let n = a.read()?.helper();
     Ok(n + b.map(|b| b.read().map(|s| s.helper())).transpose()?.unwrap_or(0))
 }

@@ -1,0 +1,50 @@
+//! [`Core`]: a validated plugin, immutable while it is served, and the
+//! [`Options`] that tune its serving.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::exports::class::ClassEntry;
+use crate::exports::function::Function;
+
+/// Tunables of serving; each has a `Plugin` setter documenting it.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub(crate) max_frame_bytes: usize,
+    pub(crate) max_batch_len: usize,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) log_ack_timeout: Duration,
+    pub(crate) max_sync_threads: usize,
+    pub(crate) panic_backtraces: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_batch_len: 100_000,
+            shutdown_grace: Duration::from_secs(5),
+            log_ack_timeout: Duration::from_secs(5),
+            max_sync_threads: 512,
+            panic_backtraces: false,
+        }
+    }
+}
+
+/// A validated plugin, shared by every session that serves it.
+pub(crate) struct Core {
+    /// The library name, as put in remote references.
+    pub(crate) library: Arc<str>,
+    pub(crate) functions: HashMap<String, Function>,
+    /// Sorted names for "unknown function" errors.
+    pub(crate) function_list: String,
+    pub(crate) classes: HashMap<String, Arc<ClassEntry>>,
+    /// The same classes, at their `ClassInfo::index`.
+    pub(crate) class_order: Vec<Arc<ClassEntry>>,
+    /// Sorted names for "unknown class" errors.
+    pub(crate) class_list: String,
+    /// The serialised handshake result.
+    pub(crate) handshake: Vec<u8>,
+    pub(crate) options: Options,
+}

@@ -1,0 +1,51 @@
+//! [`ServeError`]: why a plugin could not be served.
+
+use std::fmt;
+
+/// Why a plugin could not be served.
+///
+/// Its `Debug` form is its message, so `fn main() -> Result<(), ServeError>`
+/// reports a readable error when the plugin cannot start.
+#[non_exhaustive]
+pub enum ServeError {
+    /// The registrations are inconsistent (duplicate or invalid names,
+    /// constants that cannot be encoded). Every problem is listed.
+    Invalid(Vec<String>),
+    /// The transport was configured wrongly (`--listen`, `SCRIPTLING_PLUGIN_*`).
+    Config(String),
+    /// Setting up the transport failed.
+    Io(std::io::Error),
+}
+
+impl fmt::Debug for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Invalid(problems) => {
+                write!(f, "invalid plugin definition: {}", problems.join("; "))
+            }
+            ServeError::Config(problem) => write!(f, "invalid transport configuration: {problem}"),
+            ServeError::Io(e) => write!(f, "plugin transport failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Io(e) => Some(e),
+            ServeError::Invalid(_) | ServeError::Config(_) => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for ServeError {
+    fn from(e: std::io::Error) -> Self {
+        ServeError::Io(e)
+    }
+}

@@ -1,0 +1,486 @@
+//! [`Plugin`]: the builder a plugin's `main` fills in, validated into a
+//! [`Core`] when it is served (the serving methods live with the
+//! transports, in `transport/mod.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::exports::class::{Class, ClassEntry, ClassSchemaOwned, PluginClassMethods};
+use crate::exports::core::{Core, Options};
+use crate::exports::error::ServeError;
+use crate::exports::function::Function;
+use crate::exports::schema::{self, ClassSchema, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
+use crate::exports::script;
+use crate::value::Value;
+use crate::value::convert::{IntoValue, IntoValueError};
+
+/// A function that `#[plugin_fn]` has described, registered with
+/// [`Plugin::function`].
+///
+/// The attribute implements this trait on a hidden type that shares the
+/// function's name, so `.function::<greet>()` registers `fn greet`. It can
+/// also be implemented by hand:
+///
+/// ```
+/// use scriptling_plugin::{Args, Function, Plugin, PluginFunction};
+///
+/// enum Shout {}
+///
+/// impl PluginFunction for Shout {
+///     fn function() -> Function {
+///         Function::new("shout", |args: &mut Args| {
+///             let text: String = args.take(0)?;
+///             Ok(text.to_uppercase())
+///         })
+///         .param("text")
+///     }
+/// }
+///
+/// let plugin = Plugin::new("demo", "1.0.0", "A demo").function::<Shout>();
+/// # let _ = plugin;
+/// ```
+pub trait PluginFunction {
+    /// The function's descriptor.
+    fn function() -> Function;
+}
+
+/// A Scriptling plugin: its library identity and everything it exports.
+///
+/// Registration is explicit and ordered: the handshake schema lists
+/// functions, classes and constants in the order they were added, so two
+/// runs always describe the plugin identically.
+///
+/// ```no_run
+/// use scriptling_plugin::{plugin_fn, Plugin};
+///
+/// /// Returns a friendly greeting.
+/// #[plugin_fn]
+/// fn greet(name: String) -> String {
+///     format!("Hello, {name}")
+/// }
+///
+/// fn main() -> Result<(), scriptling_plugin::ServeError> {
+///     Plugin::new("hello", "1.0.0", "Greets people")
+///         .function::<greet>()
+///         .constant("default_name", "World")
+///         .run()
+/// }
+/// ```
+///
+/// Registration problems (duplicate or invalid names, constants that cannot
+/// be sent) are all reported together when the plugin is served:
+///
+/// ```
+/// use scriptling_plugin::{Args, Function, Plugin};
+///
+/// let noop = || Function::new("ping", |_: &mut Args| Ok(()));
+/// let plugin = Plugin::new("demo", "1.0.0", "").add_function(noop()).add_function(noop());
+/// assert_eq!(plugin.get_name(), "demo");
+/// # #[cfg(feature = "testing")]
+/// # {
+/// let err = scriptling_plugin::testing::Host::in_process(plugin).err().unwrap();
+/// assert_eq!(err.to_string(), "invalid plugin definition: function name \"ping\" is already used by a function");
+/// # }
+/// ```
+pub struct Plugin {
+    name: String,
+    version: String,
+    description: String,
+    functions: Vec<Function>,
+    classes: Vec<ClassDecl>,
+    constants: Vec<(String, Result<Value, IntoValueError>)>,
+    options: Options,
+}
+
+impl Plugin {
+    /// A plugin named `name` (the host imports it as `plugin.<name>`), with
+    /// the version and description shown by Scriptling's plugin listing.
+    pub fn new(name: impl Into<String>, version: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            description: description.into(),
+            functions: Vec::new(),
+            classes: Vec::new(),
+            constants: Vec::new(),
+            options: Options::default(),
+        }
+    }
+
+    /// Registers a `#[plugin_fn]` function: `.function::<greet>()`.
+    pub fn function<F: PluginFunction>(self) -> Self {
+        self.add_function(F::function())
+    }
+
+    /// Registers a hand-built [`Function`].
+    pub fn add_function(mut self, function: Function) -> Self {
+        self.functions.push(function);
+        self
+    }
+
+    /// Registers a `#[plugin_class]` class: `.class::<Counter>()`.
+    pub fn class<C: PluginClassMethods>(self) -> Self {
+        self.add_class(C::class())
+    }
+
+    /// Registers a hand-built [`Class`].
+    pub fn add_class(mut self, class: Class) -> Self {
+        self.classes.push(ClassDecl::Rust(Box::new(class)));
+        self
+    }
+
+    /// Registers a constant, readable in Scriptling as `plugin.<lib>.<name>`.
+    ///
+    /// A value that cannot be converted (such as `u64::MAX`) is reported when
+    /// the plugin is served, with every other registration problem.
+    pub fn constant(mut self, name: impl Into<String>, value: impl IntoValue) -> Self {
+        self.constants.push((name.into(), value.into_value()));
+        self
+    }
+
+    /// The largest request line accepted, in bytes (default 64 MiB). A longer
+    /// line is discarded without being buffered and answered with a `-32600`
+    /// error; serving continues.
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.options.max_frame_bytes = bytes;
+        self
+    }
+
+    /// The most requests one batch may hold (default 100 000). A longer
+    /// batch is refused whole with a `-32600` error naming the limit, before
+    /// any of it runs, so a batch costs at most a small multiple of its size.
+    pub fn max_batch_len(mut self, len: usize) -> Self {
+        self.options.max_batch_len = len.max(1);
+        self
+    }
+
+    /// How long shutdown (or the host closing stdin, or the first SIGINT or
+    /// SIGTERM) waits for in-flight calls before exiting anyway (default 5 s;
+    /// the host itself waits 10 s for the answer to `plugin.shutdown`).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.options.shutdown_grace = grace;
+        self
+    }
+
+    /// How long a call's response may wait for the host to acknowledge the
+    /// call's log records (default 5 s; see [`Logger`](crate::Logger)). Past
+    /// it, the remaining records are sent without waiting and the response
+    /// follows.
+    pub fn log_ack_timeout(mut self, bound: Duration) -> Self {
+        self.options.log_ack_timeout = bound;
+        self
+    }
+
+    /// The most threads sync handlers may occupy at once (default 512).
+    ///
+    /// A sync handler waiting on a host callback keeps its thread but not
+    /// its share of the pool: another thread starts for the calls queued
+    /// behind it. When every one of these threads is waiting on the host,
+    /// a new sync call cannot be served without risking a deadlock (the
+    /// host may be waiting for it), so it fails at once with an error
+    /// saying so, rather than waiting. Async handlers do not count.
+    pub fn max_sync_threads(mut self, threads: usize) -> Self {
+        self.options.max_sync_threads = threads.max(1);
+        self
+    }
+
+    /// Prints panics of plugin calls in full, through the process's panic
+    /// hook (with a backtrace if `RUST_BACKTRACE` asks for one), instead of
+    /// the SDK's single line. Also enabled by setting
+    /// `SCRIPTLING_PLUGIN_BACKTRACE=1` in the plugin's environment.
+    ///
+    /// By default a panicking call costs one stderr line, its message and
+    /// location; the call still fails with `<name>(): panicked: <message>`.
+    /// A host that runs with `RUST_BACKTRACE=1` would otherwise pass that
+    /// setting on, and every panic would print ~45 lines and take
+    /// milliseconds while holding a process-wide lock.
+    pub fn panic_backtraces(mut self, full: bool) -> Self {
+        self.options.panic_backtraces = full;
+        self
+    }
+
+    /// The library name.
+    pub fn get_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Validates the registrations and freezes them into a [`Core`].
+    pub(crate) fn build(self) -> Result<Core, ServeError> {
+        let mut problems = Vec::new();
+        let mut seen: HashMap<String, &'static str> = HashMap::new();
+        let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
+            if let Some(problem) = script::identifier_problem(name) {
+                problems.push(format!("{kind} name {name:?} {problem}"));
+            }
+            if let Some(prev) = seen.insert(name.to_owned(), kind) {
+                problems.push(format!("{kind} name {name:?} is already used by a {prev}"));
+            }
+        };
+        if self.name.is_empty() {
+            problems.push("the library name is empty".to_owned());
+        }
+        for f in &self.functions {
+            claim(f.get_name(), "function", &mut problems);
+        }
+        for c in &self.classes {
+            claim(c.name(), "class", &mut problems);
+        }
+        for (name, value) in &self.constants {
+            claim(name, "constant", &mut problems);
+            if let Err(e) = value {
+                problems.push(format!("constant {name:?} cannot be sent: {e}"));
+            }
+        }
+        let mut rust_classes = 0;
+        let classes: Vec<SchemaClass> = self
+            .classes
+            .into_iter()
+            .map(|c| match c {
+                ClassDecl::Rust(class) => {
+                    rust_classes += 1;
+                    SchemaClass::Rust(Arc::new((*class).into_entry(rust_classes - 1, &mut problems)))
+                }
+                ClassDecl::Script { name, source } => {
+                    SchemaClass::Script(ClassSchemaOwned::script_only(&name, &source))
+                }
+            })
+            .collect();
+        let entries: Vec<&Arc<ClassEntry>> = classes.iter().filter_map(SchemaClass::entry).collect();
+        let mut types = HashMap::new();
+        for class in &entries {
+            if types.insert(class.info.type_id, ()).is_some() {
+                problems.push(format!("class {} is registered twice for the same Rust type", class.name()));
+            }
+        }
+        let constants: Vec<(String, Value)> =
+            self.constants.into_iter().map(|(n, v)| (n, v.unwrap_or_default())).collect();
+
+        // Help text: the Scriptling signature, then the doc comment.
+        let exported: Vec<&Function> = self.functions.iter().filter(|f| !f.is_hidden()).collect();
+        let helps: Vec<String> = exported.iter().map(|f| f.help_text()).collect();
+        let mut function_sources: Vec<Option<String>> =
+            exported.iter().map(|f| f.get_source().map(str::to_owned)).collect();
+        let mut class_sources: Vec<Option<String>> = classes.iter().map(|c| c.schema().source.clone()).collect();
+        let script_mode = function_sources.iter().chain(&class_sources).any(Option::is_some);
+        if script_mode {
+            write_script_sources(
+                &script::host_library(&self.name),
+                (&exported, &helps, &mut function_sources),
+                (&classes, &mut class_sources),
+                &constants,
+                &mut problems,
+            );
+        }
+        if !problems.is_empty() {
+            return Err(ServeError::Invalid(problems));
+        }
+        let handshake = Handshake {
+            protocol: schema::PROTOCOL_VERSION,
+            transport: "json",
+            library: Library { name: &self.name, version: &self.version, description: &self.description },
+            capabilities: &["remote_objects"],
+            schema: Schema {
+                functions: exported
+                    .iter()
+                    .zip(&helps)
+                    .zip(&function_sources)
+                    .map(|((f, help), source)| FunctionSchema {
+                        name: f.get_name(),
+                        description: help,
+                        source: source.as_deref(),
+                    })
+                    .collect(),
+                classes: classes
+                    .iter()
+                    .zip(&class_sources)
+                    .map(|(c, source)| ClassSchema { source: source.as_deref(), ..c.schema().schema() })
+                    .collect(),
+                constants: constants.iter().map(|(name, value)| ConstantSchema { name, value }).collect(),
+            },
+        };
+        let handshake = serde_json::to_vec(&handshake)
+            .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
+        let function_list = sorted_list(exported.iter().map(|f| f.get_name()));
+        let class_list = sorted_list(entries.iter().map(|c| c.name()));
+        Ok(Core {
+            library: Arc::from(self.name.as_str()),
+            function_list,
+            classes: entries.iter().map(|c| (c.name().to_owned(), Arc::clone(c))).collect(),
+            class_order: entries.iter().map(|c| Arc::clone(c)).collect(),
+            class_list,
+            functions: self.functions.into_iter().map(|f| (f.get_name().to_owned(), f)).collect(),
+            handshake,
+            options: self.options,
+        })
+    }
+
+    /// Registers a function written only in Scriptling `source` (it must
+    /// define `def <name>(...)`). It switches the library to the host's
+    /// script mode, in which the SDK supplies source for every other export
+    /// too, so constants and help text keep working.
+    ///
+    /// ```
+    /// use scriptling_plugin::{plugin_fn, Plugin};
+    ///
+    /// #[plugin_fn(hidden)]
+    /// fn _decorate(name: String) -> String {
+    ///     format!("wrapped:{name}")
+    /// }
+    ///
+    /// let plugin = Plugin::new("mixed", "1.0.0", "")
+    ///     .function::<_decorate>()
+    ///     .script_function("decorate", r#"
+    /// def decorate(name):
+    ///     return scriptling.plugin.call_function("plugin.mixed", "_decorate", name) + "!"
+    /// "#);
+    /// # let _ = plugin;
+    /// ```
+    pub fn script_function(self, name: impl Into<String>, source: impl Into<String>) -> Self {
+        self.add_function(Function::script_only(name, source))
+    }
+
+    /// Registers a class written only in Scriptling `source` (it must define
+    /// `class <name>:`). See [`script_function`](Plugin::script_function).
+    pub fn script_class(mut self, name: impl Into<String>, source: impl Into<String>) -> Self {
+        self.classes.push(ClassDecl::Script { name: name.into(), source: source.into() });
+        self
+    }
+}
+
+/// In script mode the host builds the library from sources alone: supply
+/// the source of every export that has none, with its help as a docstring,
+/// and put the constants (which the host would drop) at the top.
+fn write_script_sources(
+    library: &str,
+    (functions, helps, function_sources): (&[&Function], &[String], &mut [Option<String>]),
+    (classes, class_sources): (&[SchemaClass], &mut [Option<String>]),
+    constants: &[(String, Value)],
+    problems: &mut Vec<String>,
+) {
+    for ((f, help), source) in functions.iter().zip(helps).zip(function_sources.iter_mut()) {
+        source.get_or_insert_with(|| script::function_wrapper(library, f.get_name(), help));
+    }
+    for (c, source) in classes.iter().zip(class_sources.iter_mut()) {
+        source.get_or_insert_with(|| c.schema().generated_source(library));
+    }
+    let mut prelude = String::new();
+    for (name, value) in constants {
+        match script::literal(value) {
+            Ok(literal) => prelude.push_str(&format!("{name} = {literal}\n")),
+            Err(e) => problems.push(format!("constant {name:?} cannot be kept in script mode: {e}")),
+        }
+    }
+    if !prelude.is_empty() {
+        let first = function_sources.iter_mut().chain(class_sources.iter_mut()).flatten().next();
+        if let Some(first) = first {
+            *first = format!("{prelude}\n{first}");
+        }
+    }
+}
+
+fn sorted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+/// A registered class: Rust-backed, or Scriptling source only.
+enum ClassDecl {
+    Rust(Box<Class>),
+    Script { name: String, source: String },
+}
+
+impl ClassDecl {
+    fn name(&self) -> &str {
+        match self {
+            ClassDecl::Rust(c) => c.get_name(),
+            ClassDecl::Script { name, .. } => name,
+        }
+    }
+}
+
+/// A class as the schema lists it.
+enum SchemaClass {
+    Rust(Arc<ClassEntry>),
+    Script(ClassSchemaOwned),
+}
+
+impl SchemaClass {
+    fn entry(&self) -> Option<&Arc<ClassEntry>> {
+        match self {
+            SchemaClass::Rust(e) => Some(e),
+            SchemaClass::Script(_) => None,
+        }
+    }
+
+    fn schema(&self) -> &ClassSchemaOwned {
+        match self {
+            SchemaClass::Rust(e) => &e.schema,
+            SchemaClass::Script(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("functions", &self.functions)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exports::function::Args;
+
+    fn noop(name: &str) -> Function {
+        Function::new(name, |_: &mut Args| Ok(()))
+    }
+
+    #[test]
+    fn every_registration_problem_is_reported_at_once() {
+        let err = Plugin::new("x", "1", "")
+            .add_function(noop("greet"))
+            .add_function(noop("greet"))
+            .add_function(noop("bad-name"))
+            .constant("greet", 1)
+            .constant("big", u64::MAX)
+            .build()
+            .err()
+            .expect("invalid");
+        let ServeError::Invalid(problems) = err else { panic!() };
+        assert_eq!(
+            problems,
+            vec![
+                "function name \"greet\" is already used by a function",
+                "function name \"bad-name\" is not a valid Scriptling identifier",
+                "constant name \"greet\" is already used by a function",
+                "constant \"big\" cannot be sent: the u64 18446744073709551615 does not fit in a Scriptling int (64-bit signed)",
+            ]
+        );
+    }
+
+    #[test]
+    fn handshake_is_deterministic_and_in_registration_order() {
+        let build = || {
+            Plugin::new("hello", "1.2.3", "desc")
+                .add_function(noop("zeta").description("Last letter."))
+                .add_function(noop("alpha"))
+                .constant("answer", 42)
+                .build()
+                .ok()
+                .unwrap()
+                .handshake
+        };
+        let a = String::from_utf8(build()).unwrap();
+        assert_eq!(a, String::from_utf8(build()).unwrap());
+        assert_eq!(
+            a,
+            r#"{"protocol":"1.0","transport":"json","library":{"name":"hello","version":"1.2.3","description":"desc"},"capabilities":["remote_objects"],"schema":{"functions":[{"name":"zeta","description":"zeta()\n\nLast letter."},{"name":"alpha","description":"alpha()"}],"classes":[],"constants":[{"name":"answer","value":{"type":"int","value":42}}]}}"#
+        );
+    }
+}

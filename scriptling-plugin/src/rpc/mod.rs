@@ -1,0 +1,435 @@
+//! The JSON-RPC 2.0 envelope: parsing incoming frames and writing responses.
+//!
+//! Ids are kept as raw JSON and echoed byte for byte (numbers, strings, `0`,
+//! `null`); a message without an `id` is a notification. A message carrying
+//! `method` is a request, anything else with `result` or `error` is a
+//! response to one of the plugin's own requests. This module is the single
+//! place where an [`RpcError`] becomes an error object on the wire.
+
+pub(crate) mod error;
+
+use std::fmt;
+
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+pub(crate) use error::{ErrorCode, RpcError};
+
+/// A request id exactly as it appeared on the wire.
+pub(crate) type Id = Box<RawValue>;
+
+/// The protocol's methods (HOST-NOTES A.3), and `ping` for health checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    Handshake,
+    FunctionCall,
+    ObjectNew,
+    ObjectCall,
+    Destroy,
+    Shutdown,
+    EnvironmentOpen,
+    EnvironmentClose,
+    Ping,
+    Unknown(String),
+}
+
+impl Method {
+    pub(crate) fn parse(name: &str) -> Method {
+        match name {
+            "scriptling.handshake" => Method::Handshake,
+            "function.call" => Method::FunctionCall,
+            "object.new" => Method::ObjectNew,
+            "object.call_method" => Method::ObjectCall,
+            "object.destroy" => Method::Destroy,
+            "plugin.shutdown" => Method::Shutdown,
+            "environment.open" => Method::EnvironmentOpen,
+            "environment.close" => Method::EnvironmentClose,
+            "ping" => Method::Ping,
+            other => Method::Unknown(other.to_owned()),
+        }
+    }
+
+    /// The method's wire name.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Method::Handshake => "scriptling.handshake",
+            Method::FunctionCall => "function.call",
+            Method::ObjectNew => "object.new",
+            Method::ObjectCall => "object.call_method",
+            Method::Destroy => "object.destroy",
+            Method::Shutdown => "plugin.shutdown",
+            Method::EnvironmentOpen => "environment.open",
+            Method::EnvironmentClose => "environment.close",
+            Method::Ping => "ping",
+            Method::Unknown(name) => name,
+        }
+    }
+}
+
+/// Where `inner` (a slice of `outer`, such as a request's params) sits in
+/// `outer`, so a request can outlive the borrow it was parsed from.
+pub(crate) fn span(outer: &[u8], inner: &RawValue) -> std::ops::Range<usize> {
+    let start = inner.get().as_ptr() as usize - outer.as_ptr() as usize;
+    debug_assert!(start + inner.get().len() <= outer.len());
+    start..start + inner.get().len()
+}
+
+/// One incoming request.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    /// `None` for a notification.
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) method: &'a str,
+    /// `None` when absent or `null`.
+    pub(crate) params: Option<&'a RawValue>,
+}
+
+/// A response to one of the plugin's own requests.
+#[derive(Debug)]
+pub(crate) struct Response<'a> {
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) outcome: Result<&'a RawValue, RemoteErrorObject>,
+}
+
+/// The error object of a response from the host.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RemoteErrorObject {
+    #[serde(default)]
+    pub(crate) code: i64,
+    #[serde(default)]
+    pub(crate) message: String,
+}
+
+/// One element of an incoming frame, classified.
+#[derive(Debug)]
+pub(crate) enum Message<'a> {
+    Request(Request<'a>),
+    Response(Response<'a>),
+    /// Not a valid message: answer with this error (and this id, if known).
+    Invalid(Option<&'a RawValue>, RpcError),
+}
+
+/// An incoming line.
+#[derive(Debug)]
+pub(crate) enum Frame<'a> {
+    Single(Message<'a>),
+    Batch(Vec<Message<'a>>),
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps a field that is present but `null` (an `id: null` request is not a
+/// notification; a `result: null` response is a response).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Parses one line (without its newline). A batch holds at most
+/// `max_batch` elements; a longer one is refused whole, without being
+/// classified.
+pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
+    let first = line.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first == Some(b'[') {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
+        return match parsed {
+            Ok(items) if items.is_empty() => Frame::Single(Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, "invalid request: empty batch"),
+            )),
+            Ok(items) => Frame::Batch(items.into_iter().map(|raw| classify(raw.get().as_bytes())).collect()),
+            Err(e) if e.is_data() && e.to_string().starts_with(BATCH_TOO_LONG) => Frame::Single(Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, batch_too_long(max_batch)),
+            )),
+            Err(e) => Frame::Single(Message::Invalid(None, parse_error(&e))),
+        };
+    }
+    Frame::Single(classify(line))
+}
+
+const BATCH_TOO_LONG: &str = "batch too long";
+
+fn batch_too_long(max: usize) -> String {
+    format!("invalid request: a batch may hold at most {max} requests")
+}
+
+/// Collects a batch's elements as raw JSON, stopping at the first one past
+/// the limit so an oversized batch costs no more than the limit.
+struct BatchVisitor {
+    max: usize,
+}
+
+impl<'de> Visitor<'de> for BatchVisitor {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a batch array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.max));
+        while let Some(item) = seq.next_element::<&RawValue>()? {
+            if items.len() == self.max {
+                return Err(serde::de::Error::custom(BATCH_TOO_LONG));
+            }
+            items.push(item);
+        }
+        Ok(items)
+    }
+}
+
+fn classify(bytes: &[u8]) -> Message<'_> {
+    // serde reads a struct from an array too (`[1,"ping"]` would be id 1,
+    // method "ping"); only an object is a request.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return match serde_json::from_slice::<IgnoredAny>(bytes) {
+            Ok(_) => Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, "invalid request: expected a JSON object or a batch array"),
+            ),
+            Err(e) => Message::Invalid(None, parse_error(&e)),
+        };
+    }
+    let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
+        Ok(env) => env,
+        Err(e) => return invalid_envelope(bytes, &e),
+    };
+    if let Some(method) = envelope.method {
+        let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
+            return Message::Invalid(
+                envelope.id,
+                RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    "invalid request: \"method\" must be a string without escapes",
+                ),
+            );
+        };
+        let params = envelope.params.filter(|p| p.get() != "null");
+        return Message::Request(Request { id: envelope.id, method, params });
+    }
+    if let Some(error) = envelope.error {
+        let object = serde_json::from_str::<RemoteErrorObject>(error.get()).unwrap_or_else(|_| RemoteErrorObject {
+            code: ErrorCode::InternalError.code(),
+            message: format!("malformed error object: {}", error.get()),
+        });
+        return Message::Response(Response { id: envelope.id, outcome: Err(object) });
+    }
+    if let Some(result) = envelope.result {
+        return Message::Response(Response { id: envelope.id, outcome: Ok(result) });
+    }
+    Message::Invalid(
+        envelope.id,
+        RpcError::new(ErrorCode::InvalidRequest, "invalid request: a request needs \"method\""),
+    )
+}
+
+/// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
+/// that is not a request object (-32600).
+fn invalid_envelope<'a>(bytes: &'a [u8], err: &serde_json::Error) -> Message<'a> {
+    if std::str::from_utf8(bytes).is_err() || serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
+        return Message::Invalid(None, parse_error(err));
+    }
+    #[derive(Deserialize)]
+    struct IdOnly<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        id: Option<&'a RawValue>,
+    }
+    let id = serde_json::from_slice::<IdOnly<'_>>(bytes).ok().and_then(|x| x.id);
+    Message::Invalid(id, RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {err}")))
+}
+
+fn parse_error(err: &serde_json::Error) -> RpcError {
+    RpcError::new(ErrorCode::ParseError, format!("parse error: {err}"))
+}
+
+/// Writes a success response frame (without a trailing newline) into `out`.
+///
+/// `result` is the already-serialised result JSON.
+pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
+    out.reserve(result.len() + id.get().len() + 40);
+    write_result_prefix(out, id);
+    out.extend_from_slice(result);
+    out.push(b'}');
+}
+
+/// The start of a success response, up to its result:
+/// `{"jsonrpc":"2.0","id":<id>,"result":`. The result and [`RESULT_TAIL`]
+/// follow, so a large result is written from where it was serialised.
+pub(crate) fn result_head(id: &RawValue) -> Vec<u8> {
+    let mut head = Vec::with_capacity(id.get().len() + 32);
+    write_result_prefix(&mut head, id);
+    head
+}
+
+/// What follows a success response's result.
+pub(crate) const RESULT_TAIL: &[u8] = b"}";
+
+fn write_result_prefix(out: &mut Vec<u8>, id: &RawValue) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+}
+
+/// Writes an error response frame into `out`. `id` is `None` when the
+/// request's id could not be read (it is then `null`, as JSON-RPC requires).
+pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcError) {
+    #[derive(Serialize)]
+    struct ErrorObject<'a> {
+        code: i64,
+        message: &'a str,
+    }
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(b",\"error\":");
+    // Serialising a struct of an integer and a string cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &ErrorObject { code: error.code.code(), message: &error.message });
+    out.push(b'}');
+}
+
+/// Serialises `value` as a result, or explains (for the call `qualified`) why
+/// it cannot be sent.
+pub(crate) fn encode_result<T: Serialize + ?Sized>(value: &T, qualified: &str) -> Result<Vec<u8>, RpcError> {
+    serde_json::to_vec(value).map_err(|e| RpcError::application(format!("{qualified}(): cannot send the result: {e}")))
+}
+
+/// Writes a request frame for one of the plugin's own calls into `out`.
+pub(crate) fn write_request<P: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    id: u64,
+    method: &str,
+    params: &P,
+) -> serde_json::Result<()> {
+    #[derive(Serialize)]
+    struct Outgoing<'a, P: ?Sized> {
+        jsonrpc: &'static str,
+        id: u64,
+        method: &'a str,
+        params: &'a P,
+    }
+    serde_json::to_writer(&mut *out, &Outgoing { jsonrpc: "2.0", id, method, params })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(line: &str) -> Message<'_> {
+        match parse_frame(line.as_bytes(), 100) {
+            Frame::Single(m) => m,
+            Frame::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn ids_are_kept_verbatim() {
+        for (line, id) in [
+            (r#"{"jsonrpc":"2.0","id":0,"method":"m"}"#, Some("0")),
+            (r#"{"jsonrpc":"2.0","id":"abc","method":"m"}"#, Some("\"abc\"")),
+            (r#"{"jsonrpc":"2.0","id":1.50,"method":"m"}"#, Some("1.50")),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, Some("null")),
+            (r#"{"jsonrpc":"2.0","method":"m"}"#, None),
+        ] {
+            let Message::Request(r) = single(line) else { panic!("{line}") };
+            assert_eq!(r.id.map(RawValue::get), id, "{line}");
+        }
+    }
+
+    #[test]
+    fn params_absent_or_null_are_none() {
+        let Message::Request(r) = single(r#"{"id":1,"method":"m","params":null}"#) else { panic!() };
+        assert!(r.params.is_none());
+        let Message::Request(r) = single(r#"{"id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
+        assert_eq!(r.params.unwrap().get(), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn responses_are_told_from_requests() {
+        let Message::Response(r) = single(r#"{"jsonrpc":"2.0","id":7,"result":null}"#) else { panic!() };
+        assert_eq!(r.outcome.unwrap().get(), "null");
+        let Message::Response(r) = single(r#"{"id":7,"error":{"code":-32000,"message":"unknown callback cb-1"}}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(r.outcome.unwrap_err().message, "unknown callback cb-1");
+    }
+
+    #[test]
+    fn invalid_frames_get_the_right_code() {
+        let cases = [
+            ("{not json", ErrorCode::ParseError),
+            ("[1,", ErrorCode::ParseError),
+            ("[]", ErrorCode::InvalidRequest),
+            ("42", ErrorCode::InvalidRequest),
+            (r#"{"id":3}"#, ErrorCode::InvalidRequest),
+            (r#"{"id":3,"method":5}"#, ErrorCode::InvalidRequest),
+        ];
+        for (line, code) in cases {
+            let Message::Invalid(_, e) = single(line) else { panic!("{line}") };
+            assert_eq!(e.code, code, "{line}");
+        }
+        let Message::Invalid(id, _) = single(r#"{"id":3}"#) else { panic!() };
+        assert_eq!(id.map(RawValue::get), Some("3"));
+    }
+
+    #[test]
+    fn batches_classify_each_element() {
+        let Frame::Batch(items) = parse_frame(br#"[{"id":1,"method":"a"}, 5, {"method":"n"}]"#, 100) else { panic!() };
+        assert!(matches!(items[0], Message::Request(Request { id: Some(_), .. })));
+        assert!(matches!(items[1], Message::Invalid(None, RpcError { code: ErrorCode::InvalidRequest, .. })));
+        assert!(matches!(items[2], Message::Request(Request { id: None, .. })));
+    }
+
+    #[test]
+    fn arrays_are_never_requests() {
+        // serde would read `[1,"ping"]` as a struct: id 1, method "ping".
+        let Frame::Batch(items) = parse_frame(br#"[[1,"ping"],[7,"plugin.shutdown"]]"#, 100) else { panic!() };
+        for item in &items {
+            let Message::Invalid(None, e) = item else { panic!("{item:?}") };
+            assert_eq!(e.code, ErrorCode::InvalidRequest);
+        }
+        let Frame::Batch(items) = parse_frame(br#"[[1,"ping"]]"#, 100) else { panic!() };
+        assert!(matches!(&items[0], Message::Invalid(None, RpcError { code: ErrorCode::InvalidRequest, .. })));
+        let Message::Invalid(None, e) = single(r#"  "ping""#) else { panic!() };
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn batches_over_the_limit_are_refused_whole() {
+        let line = format!("[{}]", [r#"{"id":1,"method":"ping"}"#; 4].join(","));
+        assert!(matches!(parse_frame(line.as_bytes(), 4), Frame::Batch(items) if items.len() == 4));
+        let Frame::Single(Message::Invalid(None, e)) = parse_frame(line.as_bytes(), 3) else { panic!() };
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert_eq!(e.message, "invalid request: a batch may hold at most 3 requests");
+        // A malformed batch is still a parse error.
+        let Frame::Single(Message::Invalid(None, e)) = parse_frame(b"[{\"id\":1,", 3) else { panic!() };
+        assert_eq!(e.code, ErrorCode::ParseError);
+    }
+
+    #[test]
+    fn frames_are_written_compactly() {
+        let id = RawValue::from_string("\"x\"".into()).unwrap();
+        let mut out = Vec::new();
+        write_result(&mut out, &id, br#"{"type":"null"}"#);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":"x","result":{"type":"null"}}"#);
+        out.clear();
+        write_error(&mut out, None, &RpcError::new(ErrorCode::ParseError, "bad \"x\""));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"x\""}}"#
+        );
+    }
+}

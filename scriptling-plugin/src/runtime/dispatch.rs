@@ -1,0 +1,416 @@
+//! [`Dispatcher`]: runs requests against a plugin's exports, whatever the
+//! transport.
+//!
+//! A transport hands it one request at a time with a completion that
+//! receives the request's outcome exactly once. Cheap answers (handshake,
+//! ping, unknown methods) complete at once on the caller's thread; calls go
+//! to the sync pool, where their params are parsed, looked up and bound, and
+//! sync handlers run on the spot while async handlers become tasks. So the
+//! thread that reads the input only classifies envelopes: argument decoding
+//! and every error path of a call run elsewhere, in parallel.
+//!
+//! Before a call's outcome is handed over, the host must have acknowledged
+//! the call's log records (see `call/logger.rs`).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::runtime::Handle;
+
+use crate::call::context::{self, CallScope, CallState, Scoped};
+use crate::call::link::Link;
+use crate::call::logger;
+use crate::call::objects::{self, Entry};
+use crate::exports::core::Core;
+use crate::exports::function::{Args, CallOutcome, Function, Handler, Signature};
+use crate::rpc::{self, ErrorCode, Method, RpcError};
+use crate::runtime::inflight::InFlight;
+use crate::runtime::panic::CatchUnwind;
+use crate::runtime::pool::{self, Job, SyncPool};
+use crate::support::panic_message;
+use crate::value::{Value, codec};
+
+/// The serialised result JSON of a request, or its error.
+pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
+
+/// Receives a request's outcome, exactly once.
+pub(crate) type Done = Box<dyn FnOnce(Outcome) + Send>;
+
+/// The bytes a request was parsed from, kept alive while it runs.
+pub(crate) type Bytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A request, owned: its method, and where its params are in its frame.
+pub(crate) struct Incoming {
+    pub(crate) method: Method,
+    pub(crate) frame: Bytes,
+    pub(crate) params: Option<Range<usize>>,
+}
+
+impl Incoming {
+    fn params(&self) -> Option<&[u8]> {
+        self.params.clone().map(|range| &(*self.frame).as_ref()[range])
+    }
+}
+
+/// Runs requests for one session (a stdio host, or an HTTP server's clients).
+pub(crate) struct Dispatcher {
+    core: Arc<Core>,
+    link: Arc<Link>,
+    pool: SyncPool,
+    inflight: Arc<InFlight>,
+    closing: AtomicBool,
+}
+
+/// The params of every call method (`function.call`, `object.new`,
+/// `object.call_method`, `object.destroy`): each requires its own names.
+#[derive(Deserialize)]
+struct CallParams {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    class: Option<String>,
+    #[serde(default)]
+    object_id: Option<String>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    args: Option<Vec<Value>>,
+    #[serde(default)]
+    kwargs: Option<BTreeMap<String, Value>>,
+}
+
+impl CallParams {
+    fn arguments(&mut self) -> (Vec<Value>, BTreeMap<String, Value>) {
+        (self.args.take().unwrap_or_default(), self.kwargs.take().unwrap_or_default())
+    }
+}
+
+/// A required field of `method`'s params.
+fn required(method: &Method, field: Option<String>, name: &str) -> Result<String, RpcError> {
+    field.ok_or_else(|| {
+        RpcError::new(ErrorCode::InvalidParams, format!("{}: invalid params: missing field `{name}`", method.name()))
+    })
+}
+
+/// How a call's value becomes its result.
+#[derive(Clone, Copy)]
+enum Encode {
+    /// As a transport value.
+    Value,
+    /// As the bare `{"library","class","id"}` that `object.new` answers with.
+    NewObject,
+}
+
+impl Dispatcher {
+    /// A dispatcher for `core`, whose calls reach `link`. Sync handlers run
+    /// on a pool of its own, inside `runtime` once it is set.
+    pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Arc<OnceLock<Handle>>) -> Arc<Self> {
+        let pool = SyncPool::new(Some(runtime), pool::parallelism(), core.options.max_sync_threads);
+        Arc::new(Self { core, link, pool, inflight: Arc::new(InFlight::default()), closing: AtomicBool::new(false) })
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    pub(crate) fn link(&self) -> &Arc<Link> {
+        &self.link
+    }
+
+    /// Refuses requests from now on (the plugin is shutting down); those
+    /// already running finish.
+    pub(crate) fn begin_closing(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// Requests still owing their outcome.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.count()
+    }
+
+    /// Waits until no request is in flight, or `limit` has passed. Returns
+    /// whether it became idle.
+    pub(crate) async fn wait_idle(&self, limit: Duration) -> bool {
+        self.inflight.wait_idle(limit).await
+    }
+
+    /// Runs one request for `owner` (HTTP's client, `None` on stdio); `done`
+    /// gets its outcome exactly once, on whichever thread finishes it.
+    /// `plugin.shutdown` belongs to the transport and never comes here.
+    pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
+        let guard = self.inflight.enter();
+        let done: Done = Box::new(move |outcome| {
+            done(outcome);
+            drop(guard);
+        });
+        if self.closing.load(Ordering::Acquire) {
+            return done(Err(RpcError::application("the plugin is shutting down")));
+        }
+        let ready = |result: &[u8]| Ok(result.to_vec());
+        match &request.method {
+            Method::Handshake => done(Ok(self.core.handshake.clone())),
+            Method::Ping => done(ready(br#"{"status":"ok"}"#)),
+            Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => done(ready(b"null")),
+            Method::Unknown(name) => {
+                done(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
+            }
+            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => {
+                let job = CallJob { dispatcher: Arc::clone(self), request, owner, done };
+                self.pool.submit(Box::new(job));
+            }
+        }
+    }
+
+    /// Parses, looks up and runs a call, on a pool thread.
+    fn run(self: &Arc<Self>, request: &Incoming, owner: Option<Arc<str>>, done: Done) {
+        let method = &request.method;
+        let result = match parse_params(method, request.params()) {
+            Ok(params) => match method {
+                Method::FunctionCall => self.function_call(params, owner, done),
+                Method::ObjectNew => self.object_new(params, owner, done),
+                Method::ObjectCall => self.call_method(params, owner, done),
+                Method::Destroy => self.destroy(params, owner, done),
+                _ => unreachable!("only calls are sent to the pool"),
+            },
+            Err(e) => Err((e, done)),
+        };
+        // Each step either handed `done` on or gave it back with its error.
+        if let Err((error, done)) = result {
+            done(Err(error));
+        }
+    }
+
+    fn function_call(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+        let name = match required(&Method::FunctionCall, p.name.take(), "name") {
+            Ok(name) => name,
+            Err(e) => return Err((e, done)),
+        };
+        let Some(function) = self.core.functions.get(&name) else {
+            let message = format!("unknown function {name} (available: {})", self.core.function_list);
+            return Err((RpcError::application(message), done));
+        };
+        if let Some(refusal) = function.refuse_rpc() {
+            return Err((RpcError::application(refusal.message()), done));
+        }
+        self.invoke(function, None, p.arguments(), Encode::Value, owner, done);
+        Ok(())
+    }
+
+    fn object_new(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+        let class = match required(&Method::ObjectNew, p.class.take(), "class") {
+            Ok(class) => class,
+            Err(e) => return Err((e, done)),
+        };
+        let Some(entry) = self.core.classes.get(&class) else {
+            let message = format!("unknown class {class} (available: {})", self.core.class_list);
+            return Err((RpcError::application(message), done));
+        };
+        self.invoke(&entry.constructor, None, p.arguments(), Encode::NewObject, owner, done);
+        Ok(())
+    }
+
+    fn call_method(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+        let names = required(&Method::ObjectCall, p.object_id.take(), "object_id")
+            .and_then(|id| Ok((id, required(&Method::ObjectCall, p.method.take(), "method")?)));
+        let (object_id, name) = match names {
+            Ok(names) => names,
+            Err(e) => return Err((e, done)),
+        };
+        let Some(entry) = self.link.objects.get(&object_id, owner.as_deref()) else {
+            return Err((RpcError::application(self.unknown_object(&object_id)), done));
+        };
+        let class = Arc::clone(&self.core.class_order[entry.class().index]);
+        let (args, kwargs) = p.arguments();
+        if let Some(method) = class.methods.get(&name) {
+            self.invoke(method, Some(entry), (args, kwargs), Encode::Value, owner, done);
+            return Ok(());
+        }
+        let Some(property) = class.properties.get(&name) else {
+            let message = format!("unknown method {name} on {} (available: {})", class.name(), class.member_list);
+            return Err((RpcError::application(message), done));
+        };
+        let refused = match (args.len(), kwargs.is_empty(), &property.setter) {
+            (0, true, _) => {
+                self.invoke(&property.getter, Some(entry), (args, kwargs), Encode::Value, owner, done);
+                return Ok(());
+            }
+            (1, true, Some(setter)) => {
+                self.invoke(setter, Some(entry), (args, kwargs), Encode::Value, owner, done);
+                return Ok(());
+            }
+            (0, false, _) => format!("property '{name}' of {} does not accept keyword arguments", class.name()),
+            (1, true, None) => format!("can't set attribute '{name}': property is read-only"),
+            (n, _, _) => format!(
+                "property '{name}' of {} takes no arguments to get or one positional argument to set, got {n}{}",
+                class.name(),
+                if kwargs.is_empty() { "" } else { " and keyword arguments" }
+            ),
+        };
+        Err((RpcError::application(refused), done))
+    }
+
+    /// Idempotent: an unknown or already destroyed id is not an error. The
+    /// object's `__del__` hook and `Drop` run here, inside this request's
+    /// scope, so their log records reach the host before the answer.
+    fn destroy(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+        let object_id = match required(&Method::Destroy, p.object_id.take(), "object_id") {
+            Ok(id) => id,
+            Err(e) => return Err((e, done)),
+        };
+        let Some(entry) = self.link.objects.remove(&object_id, owner.as_deref()) else {
+            done(Ok(b"null".to_vec()));
+            return Ok(());
+        };
+        let label = format!("{}.__del__", entry.class().name);
+        self.release(vec![entry], label, owner, Box::new(move || done(Ok(b"null".to_vec()))));
+        Ok(())
+    }
+
+    /// Drops `entries` inside a call scope named `label` (on this thread),
+    /// then runs `then` once the host has acknowledged their hooks' log
+    /// records.
+    pub(crate) fn release(
+        &self,
+        entries: Vec<Entry>,
+        label: String,
+        owner: Option<Arc<str>>,
+        then: Box<dyn FnOnce() + Send>,
+    ) {
+        let call = CallState::new(label.into());
+        let scope = CallScope { link: Arc::clone(&self.link), call: Arc::clone(&call), owner };
+        {
+            let _entered = context::enter(scope);
+            objects::release(entries);
+        }
+        call.finish();
+        logger::settle(&call, &self.link, self.core.options.log_ack_timeout, then);
+    }
+
+    /// O(1), and never lists ids: another client's object over HTTP is as
+    /// unknown as one that never existed.
+    fn unknown_object(&self, id: &str) -> String {
+        if self.link.objects.isolates_owners() {
+            format!("unknown object {id} (it does not exist, has been destroyed, or belongs to another client)")
+        } else {
+            let alive = self.link.objects.len();
+            let plural = if alive == 1 { "" } else { "s" };
+            format!("unknown object {id} (it does not exist or has been destroyed; {alive} object{plural} alive)")
+        }
+    }
+
+    /// Runs `function` (on `receiver`, for methods) in a new call scope, and
+    /// hands its outcome to `done` once its log records are acknowledged.
+    fn invoke(
+        self: &Arc<Self>,
+        function: &Function,
+        receiver: Option<Entry>,
+        (positional, keywords): (Vec<Value>, BTreeMap<String, Value>),
+        encode: Encode,
+        owner: Option<Arc<str>>,
+        done: Done,
+    ) {
+        let signature = Arc::clone(&function.signature);
+        let receiver = receiver.map(|e| (e, Arc::clone(&self.link.library)));
+        let call = CallState::new(Arc::clone(&signature.label));
+        let scope = CallScope { link: Arc::clone(&self.link), call: Arc::clone(&call), owner };
+        let bind = move || Args::bind(Arc::clone(&signature), receiver, positional, keywords);
+        let settle = {
+            let link = Arc::clone(&self.link);
+            let bound = self.core.options.log_ack_timeout;
+            move |call: &Arc<CallState>, outcome: Outcome| {
+                logger::settle(call, &link, bound, Box::new(move || done(outcome)));
+            }
+        };
+        let signature = Arc::clone(&function.signature);
+        match &function.handler {
+            // On this pool thread.
+            Handler::Sync(f) => {
+                let entered = context::enter(scope);
+                let result = catch_unwind(AssertUnwindSafe(|| bind().and_then(|mut args| f(&mut args))));
+                drop(entered);
+                call.finish();
+                let outcome = finish(&signature, encode, result.map_err(|p| panic_message(&*p).to_owned()));
+                settle(&call, outcome);
+            }
+            Handler::Async(f) => {
+                let f = Arc::clone(f);
+                let run = async move {
+                    let started = catch_unwind(AssertUnwindSafe(|| bind().and_then(|mut args| f(&mut args))));
+                    match started {
+                        Ok(Ok(fut)) => CatchUnwind(fut).await,
+                        Ok(Err(e)) => Ok(Err(e)),
+                        Err(p) => Err(panic_message(&*p).to_owned()),
+                    }
+                };
+                let task = Scoped { scope, inner: Box::pin(run) };
+                self.link.runtime().spawn(async move {
+                    let result = task.await;
+                    call.finish();
+                    let outcome = finish(&signature, encode, result);
+                    settle(&call, outcome);
+                });
+            }
+        }
+    }
+}
+
+/// A step of a call that may fail before its completion was handed on; the
+/// completion comes back with the error.
+type Step = Result<(), (RpcError, Done)>;
+
+/// A call waiting for a pool thread.
+struct CallJob {
+    dispatcher: Arc<Dispatcher>,
+    request: Incoming,
+    owner: Option<Arc<str>>,
+    done: Done,
+}
+
+impl Job for CallJob {
+    fn run(self: Box<Self>) {
+        let CallJob { dispatcher, request, owner, done } = *self;
+        dispatcher.run(&request, owner, done);
+    }
+
+    fn refuse(self: Box<Self>, reason: String) {
+        (self.done)(Err(RpcError::application(format!("{}: {reason}", self.request.method.name()))));
+    }
+}
+
+/// Parses a call's params, which must be present. Values may nest up to
+/// the codec's depth limit.
+fn parse_params(method: &Method, params: Option<&[u8]>) -> Result<CallParams, RpcError> {
+    let method = method.name();
+    let Some(params) = params else {
+        return Err(RpcError::new(ErrorCode::InvalidParams, format!("{method}: missing params")));
+    };
+    codec::decode(params).map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("{method}: invalid params: {e}")))
+}
+
+/// Encodes a call's result, or names the call in its error.
+fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, String>) -> Outcome {
+    let qualified = &signature.label;
+    match result {
+        Ok(Ok(Value::Remote(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
+        Ok(Ok(other)) if matches!(encode, Encode::NewObject) => Err(RpcError::application(format!(
+            "{qualified}(): the constructor returned {} instead of a new instance",
+            other.type_name()
+        ))),
+        Ok(Ok(value)) => rpc::encode_result(&value, qualified),
+        Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
+        Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
+    }
+}
+
+impl Incoming {
+    /// The owned form of `request`, parsed from `frame`.
+    pub(crate) fn new(frame: &Bytes, request: &rpc::Request<'_>) -> Self {
+        let params = request.params.map(|p| rpc::span((**frame).as_ref(), p));
+        Self { method: Method::parse(request.method), frame: Arc::clone(frame), params }
+    }
+}

@@ -1,0 +1,473 @@
+//! [`SyncPool`]: the threads that run sync handlers.
+//!
+//! Sync handlers may block for as long as they like: file I/O, sleeping,
+//! waiting for the host to answer a callback. The pool keeps the number of
+//! threads *pulling* work at the core count under load, and lends out a
+//! thread's place whenever its handler blocks:
+//!
+//! - a handler that waits on the host says so (through the call context's
+//!   blocking hook), and the pool at once starts or wakes another thread
+//!   for the work queued behind it;
+//! - a handler that blocks on anything else is noticed by a watchdog, which
+//!   adds a thread when queued work has made no progress for [`STALL`];
+//! - after each job a worker spins briefly ([`SPIN`]) for the next one, so
+//!   back-to-back requests need no thread wake-up.
+//!
+//! The pool never grows past `max_threads`. When every one of those threads
+//! is waiting on the host, queued work can only run once the host answers,
+//! and the host may be waiting for exactly that work (a callback that calls
+//! back into the plugin): such work is refused at once, with a reason, and
+//! never left to wait.
+//!
+//! Why not a crate: `tokio::task::spawn_blocking` wakes or spawns a thread
+//! per job (the benchmark measured ~3.4 context switches per call against
+//! the protocol floor's 1, and 64 pipelined calls grew dozens of threads),
+//! and neither it nor `rayon`, `threadpool` or `blocking` can lend a blocked
+//! thread's place or refuse work that would deadlock.
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use crate::call::context::{self, BlockingHook};
+use crate::support::{lock, panic_message};
+
+/// How long queued work may sit without progress before a worker is added.
+const STALL: Duration = Duration::from_millis(1);
+/// How long a worker spins for new work after finishing a job.
+const SPIN: Duration = Duration::from_micros(50);
+/// How long an idle worker waits before leaving (one always stays).
+const IDLE_EXIT: Duration = Duration::from_secs(10);
+
+/// Work for the pool.
+pub(crate) trait Job: Send {
+    /// Runs the job on a pool thread.
+    fn run(self: Box<Self>);
+    /// The job will never run: all the pool's threads are waiting on the
+    /// host. Called instead of `run`, on whichever thread noticed.
+    fn refuse(self: Box<Self>, reason: String);
+}
+
+pub(crate) struct SyncPool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Parked workers wait here.
+    work: Condvar,
+    /// The watchdog waits here.
+    watch: Condvar,
+    /// Queue length, for the spinner to peek at without the lock.
+    queued: AtomicUsize,
+    /// Set once the runtime is built (stdio starts reading before that, so
+    /// the handshake does not wait for it).
+    runtime: Option<Arc<OnceLock<Handle>>>,
+    parallelism: usize,
+    max_threads: usize,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Box<dyn Job>>,
+    workers: usize,
+    /// Workers parked on `work`.
+    idle: usize,
+    /// Workers told to wake that have not yet looked at the queue.
+    notified: usize,
+    /// Workers running a job.
+    running: usize,
+    /// Running workers whose job is waiting on the host.
+    on_host: usize,
+    /// One worker at a time may spin waiting for work.
+    spinning: bool,
+    /// Jobs started so far: the watchdog's measure of progress.
+    started: u64,
+    watchdog_waiting: bool,
+    closed: bool,
+}
+
+impl State {
+    /// Workers that can take a job now (parked, spinning, or about to look).
+    fn free(&self) -> usize {
+        self.workers - self.running
+    }
+}
+
+impl SyncPool {
+    /// A pool whose workers run inside `runtime`'s context (so handlers can
+    /// use `tokio::spawn` and `Handle::current()`).
+    ///
+    /// `parallelism` is the number of workers that pull work at once under
+    /// load (the core count); `max_threads` the most it will ever run.
+    pub(crate) fn new(runtime: Option<Arc<OnceLock<Handle>>>, parallelism: usize, max_threads: usize) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            watch: Condvar::new(),
+            queued: AtomicUsize::new(0),
+            runtime,
+            parallelism: parallelism.max(1),
+            max_threads: max_threads.max(1),
+        });
+        // Started eagerly: starting it from the first `submit` (on the reader
+        // thread) measurably slowed every later call (sequential p50 ~22 µs
+        // -> ~35 µs in the benchmark), for reasons not yet understood.
+        let watchdog = Arc::clone(&shared);
+        let _ = std::thread::Builder::new().name("scriptling-plugin-watchdog".into()).spawn(move || watch(&watchdog));
+        SyncPool { shared }
+    }
+
+    /// Runs `job` on a pool thread, or refuses it at once if it could only
+    /// wait for threads that are all waiting on the host.
+    pub(crate) fn submit(&self, job: Box<dyn Job>) {
+        let shared = &self.shared;
+        let mut st = lock(&shared.state);
+        st.queue.push_back(job);
+        shared.queued.store(st.queue.len(), Ordering::Release);
+        if !st.spinning && st.notified == 0 {
+            if st.idle > 0 {
+                st.notified += 1;
+                shared.work.notify_one();
+            } else if st.running - st.on_host < shared.parallelism {
+                spawn_worker(shared, &mut st);
+            }
+        }
+        if st.watchdog_waiting {
+            st.watchdog_waiting = false;
+            shared.watch.notify_one();
+        }
+        shared.refuse_if_starved(st);
+    }
+
+    /// Counts for tests and reports: (threads, running, waiting on host, queued).
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize, usize, usize) {
+        let st = lock(&self.shared.state);
+        (st.workers, st.running, st.on_host, st.queue.len())
+    }
+}
+
+impl Drop for SyncPool {
+    fn drop(&mut self) {
+        lock(&self.shared.state).closed = true;
+        self.shared.work.notify_all();
+        self.shared.watch.notify_all();
+    }
+}
+
+impl Shared {
+    /// Refuses the queued jobs when no thread can ever take them without
+    /// the host answering first: every thread is busy, the pool is full,
+    /// and every busy thread is waiting on the host.
+    fn refuse_if_starved(&self, mut st: MutexGuard<'_, State>) {
+        let starved =
+            !st.queue.is_empty() && st.free() == 0 && st.workers >= self.max_threads && st.on_host == st.running;
+        if !starved {
+            return;
+        }
+        let refused: Vec<Box<dyn Job>> = st.queue.drain(..).collect();
+        self.queued.store(0, Ordering::Release);
+        let threads = st.workers;
+        drop(st);
+        let reason = format!(
+            "the plugin cannot take this call now: all {threads} of its threads for sync handlers are waiting for \
+             the host to answer callbacks, and this call could only run after one of them is answered \
+             (raise Plugin::max_sync_threads, or make the handlers that call back async)"
+        );
+        for job in refused {
+            job.refuse(reason.clone());
+        }
+    }
+
+    /// Brings in a thread for queued work if none is free to take it.
+    fn cover_queue(self: &Arc<Self>, st: &mut State) {
+        if st.queue.is_empty() || st.free() > 0 || st.notified > 0 {
+            return;
+        }
+        if st.idle > 0 {
+            st.notified += 1;
+            self.work.notify_one();
+        } else {
+            spawn_worker(self, st);
+        }
+    }
+}
+
+/// A pool thread's hook: its handler is waiting on the host.
+struct PoolThread(Arc<Shared>);
+
+impl BlockingHook for PoolThread {
+    fn enter(&self) {
+        let shared = &self.0;
+        let mut st = lock(&shared.state);
+        st.on_host += 1;
+        shared.cover_queue(&mut st);
+        shared.refuse_if_starved(st);
+    }
+
+    fn exit(&self) {
+        lock(&self.0.state).on_host -= 1;
+    }
+}
+
+fn spawn_worker(shared: &Arc<Shared>, st: &mut State) {
+    if st.workers >= shared.max_threads {
+        return;
+    }
+    let me = Arc::clone(shared);
+    let spawned = std::thread::Builder::new().name("scriptling-plugin-sync".into()).spawn(move || work(&me));
+    if spawned.is_ok() {
+        st.workers += 1;
+        // It looks at the queue as soon as it starts.
+        st.notified += 1;
+    }
+}
+
+fn work(shared: &Arc<Shared>) {
+    let _runtime = shared.runtime.as_ref().map(|cell| cell.wait().enter());
+    context::set_blocking_hook(Arc::new(PoolThread(Arc::clone(shared))));
+    let mut st = lock(&shared.state);
+    st.notified = st.notified.saturating_sub(1);
+    loop {
+        if let Some(job) = st.queue.pop_front() {
+            shared.queued.store(st.queue.len(), Ordering::Release);
+            st.started += 1;
+            st.running += 1;
+            // More work and nobody else awake for it: bring in one more
+            // worker, up to the core count.
+            if !st.queue.is_empty() && !st.spinning && st.notified == 0 && st.running - st.on_host < shared.parallelism
+            {
+                if st.idle > 0 {
+                    st.notified += 1;
+                    shared.work.notify_one();
+                } else {
+                    spawn_worker(shared, &mut st);
+                }
+            }
+            drop(st);
+            // Jobs catch their handlers' panics themselves; this keeps the
+            // pool's counts right should anything else in a job panic.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
+                eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
+            }
+            st = lock(&shared.state);
+            st.running -= 1;
+            continue;
+        }
+        if st.closed {
+            st.workers -= 1;
+            return;
+        }
+        if !st.spinning {
+            st.spinning = true;
+            drop(st);
+            spin_for_work(shared);
+            st = lock(&shared.state);
+            st.spinning = false;
+            if !st.queue.is_empty() {
+                continue;
+            }
+        }
+        st.idle += 1;
+        let (guard, timeout) = shared.work.wait_timeout(st, IDLE_EXIT).unwrap_or_else(|p| p.into_inner());
+        st = guard;
+        st.idle -= 1;
+        st.notified = st.notified.saturating_sub(1);
+        if timeout.timed_out() && st.queue.is_empty() && st.workers > 1 {
+            st.workers -= 1;
+            return;
+        }
+    }
+}
+
+fn spin_for_work(shared: &Shared) {
+    let deadline = Instant::now() + SPIN;
+    let mut turns = 0u32;
+    while shared.queued.load(Ordering::Acquire) == 0 {
+        std::hint::spin_loop();
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(64) {
+            if Instant::now() >= deadline {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Adds a worker whenever queued work stops making progress (every worker
+/// is blocked in a slow handler).
+fn watch(shared: &Arc<Shared>) {
+    let mut st = lock(&shared.state);
+    loop {
+        if st.closed {
+            return;
+        }
+        if st.queue.is_empty() {
+            st.watchdog_waiting = true;
+            st = shared.watch.wait(st).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        let started = st.started;
+        st = shared.watch.wait_timeout(st, STALL).unwrap_or_else(|p| p.into_inner()).0;
+        if !st.queue.is_empty() && st.started == started && st.notified == 0 {
+            if st.idle > 0 {
+                st.notified += 1;
+                shared.work.notify_one();
+            } else {
+                spawn_worker(shared, &mut st);
+            }
+        }
+    }
+}
+
+/// The number of cores this process may use, asked once: it reads cgroup
+/// files, which is a measurable part of a plugin's start-up.
+pub(crate) fn parallelism() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A job from a closure; refusals are reported on `refused`.
+    struct Task<F> {
+        run: F,
+        refused: Option<mpsc::Sender<String>>,
+    }
+
+    impl<F: FnOnce() + Send> Job for Task<F> {
+        fn run(self: Box<Self>) {
+            (self.run)()
+        }
+        fn refuse(self: Box<Self>, reason: String) {
+            if let Some(tx) = self.refused {
+                let _ = tx.send(reason);
+            }
+        }
+    }
+
+    fn task(run: impl FnOnce() + Send + 'static) -> Box<dyn Job> {
+        Box::new(Task { run, refused: None })
+    }
+
+    fn wait_for(pool: &SyncPool, what: impl Fn((usize, usize, usize, usize)) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !what(pool.counts()) {
+            assert!(Instant::now() < deadline, "pool state never became right: {:?}", pool.counts());
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn runs_every_job() {
+        let pool = SyncPool::new(None, 2, 64);
+        let (tx, rx) = mpsc::channel();
+        for i in 0..1000 {
+            let tx = tx.clone();
+            pool.submit(task(move || tx.send(i).unwrap()));
+        }
+        let mut got: Vec<i32> = (0..1000).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn blocked_workers_do_not_hold_up_other_jobs() {
+        let pool = SyncPool::new(None, 2, 64);
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        // More blocked jobs than cores.
+        for _ in 0..8 {
+            let rx = Arc::clone(&release_rx);
+            pool.submit(task(move || {
+                let _ = lock(&rx).recv_timeout(Duration::from_secs(10));
+            }));
+        }
+        let (tx, rx) = mpsc::channel();
+        let started = Instant::now();
+        pool.submit(task(move || tx.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).expect("the quick job ran");
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        for _ in 0..8 {
+            let _ = release_tx.send(());
+        }
+    }
+
+    /// A job that waits "on the host" (its hook told) until released.
+    fn on_host(gate: &Arc<(Mutex<bool>, Condvar)>) -> Box<dyn Job> {
+        let gate = Arc::clone(gate);
+        task(move || {
+            let call = crate::call::context::CallState::new("f".into());
+            let _waiting = call.wait_on_host();
+            let (open, cv) = &*gate;
+            let mut open = lock(open);
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+        })
+    }
+
+    #[test]
+    fn threads_waiting_on_the_host_lend_their_place_at_once() {
+        let pool = SyncPool::new(None, 1, 64);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        for _ in 0..20 {
+            pool.submit(on_host(&gate));
+        }
+        // Each waiting thread brought in the next without the watchdog's
+        // stall delay: 20 threads, all waiting, none queued.
+        wait_for(&pool, |(workers, _, waiting, queued)| workers >= 20 && waiting == 20 && queued == 0);
+        let (tx, rx) = mpsc::channel();
+        pool.submit(task(move || tx.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).expect("another call still runs");
+        *lock(&gate.0) = true;
+        gate.1.notify_all();
+        wait_for(&pool, |(_, running, waiting, _)| running == 0 && waiting == 0);
+    }
+
+    #[test]
+    fn when_every_thread_waits_on_the_host_new_work_is_refused_at_once() {
+        let pool = SyncPool::new(None, 1, 4);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        for _ in 0..4 {
+            pool.submit(on_host(&gate));
+        }
+        wait_for(&pool, |(workers, _, waiting, _)| workers == 4 && waiting == 4);
+        let (refused_tx, refused_rx) = mpsc::channel();
+        let started = Instant::now();
+        pool.submit(Box::new(Task { run: || panic!("must not run"), refused: Some(refused_tx) }));
+        let reason = refused_rx.recv_timeout(Duration::from_secs(1)).expect("refused at once");
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert!(reason.contains("all 4 of its threads for sync handlers are waiting"), "{reason}");
+        // Once the host answers, the pool serves again.
+        *lock(&gate.0) = true;
+        gate.1.notify_all();
+        wait_for(&pool, |(_, running, waiting, _)| running == 0 && waiting == 0);
+        let (tx, rx) = mpsc::channel();
+        pool.submit(task(move || tx.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn a_panicking_job_leaves_the_counts_right() {
+        let pool = SyncPool::new(None, 2, 8);
+        for _ in 0..10 {
+            pool.submit(task(|| panic!("job panic")));
+        }
+        wait_for(&pool, |(_, running, waiting, queued)| running == 0 && waiting == 0 && queued == 0);
+        let (tx, rx) = mpsc::channel();
+        pool.submit(task(move || tx.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).expect("the pool still serves");
+        let (workers, ..) = pool.counts();
+        assert!(workers <= 8);
+    }
+}

@@ -1,0 +1,81 @@
+//! Helpers every layer shares: poison-tolerant locking, panic messages,
+//! readable type names, stack for deep recursion. The lowest layer: it
+//! imports nothing from the crate.
+
+use std::any::Any;
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks `mutex`, ignoring poison.
+///
+/// A panic in plugin code never happens while the SDK holds one of its own
+/// locks (handlers run outside them), so a poisoned lock still guards
+/// consistent data; refusing it would turn one failed call into a dead plugin.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs `f`, on a fresh stack segment if this thread's is nearly used up.
+///
+/// Wrapped around each level of the SDK's recursive work on values
+/// (decoding, encoding, formatting, cloning): values may nest 1 000 levels
+/// deep, which in a debug build needs several MiB of stack, more than a
+/// worker thread has. Costs a comparison when the stack has room.
+pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
+}
+
+/// The message a panic carried, when it carried one.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "a panic without a message"
+    }
+}
+
+/// `T`'s name without module paths, generics included:
+/// `alloc::vec::Vec<my_crate::Point>` becomes `Vec<Point>`.
+pub(crate) fn short_type_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut segment_start = 0;
+    for (i, c) in full.char_indices() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            continue;
+        }
+        out.push_str(last_segment(&full[segment_start..i]));
+        out.push(c);
+        segment_start = i + c.len_utf8();
+    }
+    out.push_str(last_segment(&full[segment_start..]));
+    out
+}
+
+fn last_segment(path: &str) -> &str {
+    path.rsplit("::").next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Point;
+
+    #[test]
+    fn short_names_drop_every_path() {
+        assert_eq!(short_type_name::<Point>(), "Point");
+        assert_eq!(short_type_name::<Vec<Point>>(), "Vec<Point>");
+        assert_eq!(short_type_name::<std::collections::HashMap<String, Vec<Point>>>(), "HashMap<String, Vec<Point>>");
+        assert_eq!(short_type_name::<(i64, &str)>(), "(i64, &str)");
+    }
+
+    #[test]
+    fn panic_messages() {
+        let p = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        assert_eq!(panic_message(&*p), "boom 1");
+        let p = std::panic::catch_unwind(|| std::panic::panic_any(5)).unwrap_err();
+        assert_eq!(panic_message(&*p), "a panic without a message");
+    }
+}

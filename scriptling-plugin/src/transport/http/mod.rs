@@ -1,0 +1,312 @@
+//! Serving a plugin over HTTP (feature `http`), safe to face a network.
+//!
+//! A Scriptling host loads it with
+//! `scriptling.plugin.load(name, "http://127.0.0.1:8081/json-rpc", scriptling=True, headers={...})`.
+//!
+//! - `POST <path>` (default `/json-rpc`) with one request or a batch; a body
+//!   of notifications only is answered `204 No Content`; any other method is
+//!   `405`; a body over the limit is `413`, refused from its `Content-Length`
+//!   or as soon as it streams past the limit, never read whole; a body that
+//!   is not JSON is a JSON-RPC `-32700`.
+//! - With a token, every request must carry `Authorization: Bearer <token>`
+//!   (scheme in any case), compared in constant time; otherwise `401` with
+//!   JSON-RPC error `-32001`, before anything else about the request
+//!   (its body included) is read.
+//! - `ping` answers `{"status":"ok"}` (on stdio too), for health checks.
+//! - Clients are kept apart. A client that sends `X-Scriptling-Client: <id>`
+//!   owns the objects it creates; object ids are 128 random bits, and an id
+//!   that names another client's object is as unknown as one that never
+//!   existed. Errors never list ids. `plugin.shutdown` stops nothing (the
+//!   server serves other clients): it releases the objects of the client
+//!   that sent it. Objects idle longer than the object TTL are destroyed,
+//!   and all of them when the server stops.
+//! - The host cannot be called back over HTTP: a `Callback` fails with
+//!   "callbacks need the stdio transport", and log records go to stderr.
+//! - Slow or hostile clients cannot hold the server down: header, body and
+//!   idle timeouts close what dawdles, the number of connections is
+//!   bounded, and running out of file handles backs off (reported at most
+//!   about once a second) and recovers when handles free up.
+//! - SIGINT or SIGTERM stops the server gracefully: no new requests,
+//!   in-flight ones finish (up to the shutdown grace), every object is
+//!   destroyed, and `serve_http` returns `Ok(())`. A second signal exits at
+//!   once.
+//!
+//! Every limit, its default and its variable are listed on [`HttpConfig`].
+//!
+//! Built on hyper 1 (HTTP/1.1) rather than a web framework: one route needs
+//! no router, and hyper gives exact control of status codes and of the
+//! streaming body limit.
+
+mod config;
+mod conn;
+mod service;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
+
+pub use config::HttpConfig;
+pub(crate) use config::parse_addr;
+pub use service::CLIENT_HEADER;
+
+use crate::call::link::Link;
+use crate::call::objects::ObjectTable;
+use crate::exports::core::Core;
+use crate::exports::error::ServeError;
+use crate::runtime::dispatch::Dispatcher;
+use crate::runtime::panic;
+use crate::transport::http::conn::{Activity, Watched};
+use crate::transport::http::service::Service;
+
+/// Serves with a runtime of its own until SIGINT or SIGTERM.
+pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
+    super::return_large_buffers_to_the_system();
+    panic::install_hook(core.options.panic_backtraces);
+    raise_file_limit(config.max_connections);
+    let rt = super::runtime()?;
+    let result = rt.block_on(async {
+        let stop = async {
+            let signal = super::signal().await;
+            eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
+            tokio::spawn(async { std::process::exit(128 + super::signal().await.number()) });
+        };
+        serve(Arc::new(core), config, stop, |_| {}).await
+    });
+    rt.shutdown_background();
+    result
+}
+
+/// Serves until `stop` resolves, then finishes in-flight requests, destroys
+/// every object and returns. `bound` is told the address actually bound.
+pub(crate) async fn serve(
+    core: Arc<Core>,
+    config: HttpConfig,
+    stop: impl Future<Output = ()>,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(config.addr).await?;
+    let local = listener.local_addr()?;
+    eprintln!("scriptling-plugin: {} listening at http://{local}{}", core.library, config.path);
+    if !local.ip().is_loopback() && config.token.is_none() {
+        eprintln!(
+            "scriptling-plugin: warning: serving on {local} without a token; anyone who can reach it can call the plugin (set SCRIPTLING_PLUGIN_TOKEN)"
+        );
+    }
+    bound(local);
+    let grace = core.options.shutdown_grace;
+    let runtime = Arc::new(OnceLock::from(Handle::current()));
+    let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
+    let objects = ObjectTable::generated(random_id);
+    // HTTP cannot carry the plugin's own requests: no host channel.
+    let link = Link::new(Arc::clone(&core.library), objects, classes, None, Arc::clone(&runtime));
+    let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
+    let sweeper = config.object_ttl.map(|ttl| tokio::spawn(expire_idle_objects(Arc::clone(&dispatcher), ttl)));
+    let service = Arc::new(Service { dispatcher: Arc::clone(&dispatcher), config });
+    let connections = GracefulShutdown::new();
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut refusals = Refusals::default();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    refusals.recovered();
+                    serve_connection(stream, &service, &connections, &open);
+                }
+                Err(e) => refusals.accept_failed(&e).await,
+            }
+        }
+    }
+    eprintln!("scriptling-plugin: stopping");
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
+    dispatcher.begin_closing();
+    // Each connection finishes the request it is serving, writes its
+    // response and closes.
+    if tokio::time::timeout(grace, connections.shutdown()).await.is_err() {
+        eprintln!(
+            "scriptling-plugin: {} request(s) still running after {grace:?}; stopping without them",
+            dispatcher.in_flight()
+        );
+    }
+    let remaining = dispatcher.link().objects.drain();
+    let _ = tokio::task::spawn_blocking(move || {
+        dispatcher.release(remaining, "server stop".into(), None, Box::new(|| {}));
+    })
+    .await;
+    Ok(())
+}
+
+/// Serves one accepted connection on a task of its own, within the
+/// connection limit and its deadlines.
+fn serve_connection(
+    stream: TcpStream,
+    service: &Arc<Service>,
+    connections: &GracefulShutdown,
+    open: &Arc<AtomicUsize>,
+) {
+    let config = &service.config;
+    if open.fetch_add(1, Ordering::AcqRel) >= config.max_connections {
+        open.fetch_sub(1, Ordering::AcqRel);
+        tokio::spawn(refuse_busy(stream));
+        return;
+    }
+    let slot = OpenSlot(Arc::clone(open));
+    let _ = stream.set_nodelay(true);
+    let activity = Activity::new();
+    let io = TokioIo::new(Watched { inner: stream, activity: Arc::clone(&activity) });
+    let handler = {
+        let (service, activity) = (Arc::clone(service), Arc::clone(&activity));
+        service_fn(move |req| {
+            let (service, activity) = (Arc::clone(&service), Arc::clone(&activity));
+            async move {
+                let _busy = activity.busy();
+                Ok::<_, Infallible>(service.handle(req).await)
+            }
+        })
+    };
+    let connection = connections.watch(http1::Builder::new().serve_connection(io, handler));
+    let (header, idle) = (config.header_timeout, config.idle_timeout);
+    tokio::spawn(async move {
+        let _slot = slot;
+        // Dropping the connection when a deadline passes closes the socket.
+        tokio::select! {
+            _ = connection => {}
+            () = activity.expired(header, idle) => {}
+        }
+    });
+}
+
+/// Answers a connection over the limit with `503` and closes it.
+async fn refuse_busy(mut stream: TcpStream) {
+    let response = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n\
+Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again shortly";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response)).await;
+}
+
+/// Counts an open connection until dropped.
+struct OpenSlot(Arc<AtomicUsize>);
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Accept failures: backs off while they last (running out of file
+/// handles fails every accept at once, so retrying at once would spin),
+/// and reports them at most about once a second.
+#[derive(Default)]
+struct Refusals {
+    backoff: Duration,
+    last_report: Option<Instant>,
+    unreported: u64,
+}
+
+impl Refusals {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MOST: Duration = Duration::from_millis(500);
+    const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+    async fn accept_failed(&mut self, error: &std::io::Error) {
+        self.unreported += 1;
+        if self.last_report.is_none_or(|at| at.elapsed() >= Self::REPORT_EVERY) {
+            let times = if self.unreported == 1 { String::new() } else { format!(" ({} times)", self.unreported) };
+            eprintln!("scriptling-plugin: accepting a connection failed{times}: {error}; backing off");
+            self.last_report = Some(Instant::now());
+            self.unreported = 0;
+        }
+        self.backoff = (self.backoff * 2).clamp(Self::FIRST, Self::MOST);
+        tokio::time::sleep(self.backoff).await;
+    }
+
+    fn recovered(&mut self) {
+        self.backoff = Duration::ZERO;
+    }
+}
+
+/// Destroys objects idle longer than `ttl`, checking a few times per TTL.
+async fn expire_idle_objects(dispatcher: Arc<Dispatcher>, ttl: Duration) {
+    let every = (ttl / 4).clamp(Duration::from_millis(10), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        let expired = dispatcher.link().objects.drain_idle(ttl);
+        if expired.is_empty() {
+            continue;
+        }
+        let releasing = Arc::clone(&dispatcher);
+        let _ = tokio::task::spawn_blocking(move || {
+            releasing.release(expired, "object expiry".into(), None, Box::new(|| {}));
+        })
+        .await;
+    }
+}
+
+/// An object id no client can guess: 128 bits from the operating system's
+/// random source, as 32 hex digits.
+fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Raises the soft limit on open files towards `connections` (plus room for
+/// everything else), within the hard limit, as Go's runtime does at start.
+fn raise_file_limit(connections: usize) {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit read and write a plain struct we own.
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        let wanted = (connections as libc::rlim_t).saturating_add(256).min(limit.rlim_max);
+        if wanted > limit.rlim_cur {
+            limit.rlim_cur = wanted;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = connections;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_are_128_bits_and_differ() {
+        let a = random_id();
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, random_id());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn accept_failures_back_off_and_recover() {
+        let mut refusals = Refusals::default();
+        let error = std::io::Error::from_raw_os_error(24);
+        let started = tokio::time::Instant::now();
+        for _ in 0..10 {
+            refusals.accept_failed(&error).await;
+        }
+        // 5 + 10 + ... + 500 ms: far from a spin, never more than half a second apart.
+        assert!(started.elapsed() >= Duration::from_millis(1000), "{:?}", started.elapsed());
+        assert_eq!(refusals.backoff, Refusals::MOST);
+        refusals.recovered();
+        assert_eq!(refusals.backoff, Duration::ZERO);
+    }
+}

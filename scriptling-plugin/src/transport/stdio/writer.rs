@@ -1,0 +1,269 @@
+//! [`FrameWriter`]: the one owner of the protocol stream.
+//!
+//! Every frame (responses, `callback.call`, `host.log`) is queued here in
+//! the order it was sent. A sender that finds nobody writing becomes the
+//! writer: it writes everything queued (its own frame and any that arrive
+//! meanwhile) with vectored writes, then leaves. So:
+//!
+//! - frames never interleave, and reach the host in the order they were
+//!   sent (a call's log records before its response);
+//! - with nothing else queued, a response costs its sender one `writev` and
+//!   no thread wake-up; under load, frames queued together go out together;
+//! - when the host reads slowly, only the thread currently writing waits on
+//!   stdout: every other thread queues its frame and moves on, so no thread
+//!   is held (and none is started) for a slow reader. The reader of stdin
+//!   instead waits for room ([`FrameWriter::wait_for_room`]) before taking
+//!   more requests, which bounds the memory queued frames can take.
+
+use std::io::{IoSlice, Write};
+use std::mem;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::call::link::FrameSink;
+use crate::support::lock;
+
+/// Queued bytes above which the stdin reader stops taking requests.
+const HIGH_WATER: usize = 64 << 20;
+/// Slices handed to one `writev` (Linux's `IOV_MAX` is 1024).
+const MAX_SLICES: usize = 1024;
+
+/// One frame, without its newline.
+pub(crate) enum Frame {
+    /// A whole frame.
+    Line(Vec<u8>),
+    /// A success response written from where its result was serialised:
+    /// head, result, tail.
+    Parts(Vec<u8>, Vec<u8>, &'static [u8]),
+}
+
+impl Frame {
+    fn len(&self) -> usize {
+        match self {
+            Frame::Line(line) => line.len() + 1,
+            Frame::Parts(head, body, tail) => head.len() + body.len() + tail.len() + 1,
+        }
+    }
+
+    fn slices<'a>(&'a self, out: &mut Vec<&'a [u8]>) {
+        match self {
+            Frame::Line(line) => out.push(line),
+            Frame::Parts(head, body, tail) => out.extend([&head[..], &body[..], tail]),
+        }
+        out.push(b"\n");
+    }
+}
+
+pub(crate) struct FrameWriter {
+    out: Mutex<Box<dyn Write + Send>>,
+    queue: Mutex<Queue>,
+    /// Signalled whenever the active writer finishes a round.
+    written: Condvar,
+    failed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Queue {
+    frames: Vec<Frame>,
+    /// Bytes queued or being written.
+    bytes: usize,
+    /// Someone is writing; it will take what is queued.
+    writing: bool,
+}
+
+impl FrameWriter {
+    pub(crate) fn new(out: Box<dyn Write + Send>) -> Self {
+        Self {
+            out: Mutex::new(out),
+            queue: Mutex::new(Queue::default()),
+            written: Condvar::new(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// Queues `frame`, and writes the queue if nobody else is.
+    pub(crate) fn send(&self, frame: Frame) {
+        let mut queue = lock(&self.queue);
+        queue.bytes += frame.len();
+        queue.frames.push(frame);
+        if queue.writing {
+            return;
+        }
+        queue.writing = true;
+        loop {
+            let frames = mem::take(&mut queue.frames);
+            drop(queue);
+            let bytes: usize = frames.iter().map(Frame::len).sum();
+            self.write(&frames);
+            drop(frames);
+            queue = lock(&self.queue);
+            queue.bytes -= bytes;
+            self.written.notify_all();
+            if queue.frames.is_empty() {
+                queue.writing = false;
+                return;
+            }
+        }
+    }
+
+    fn write(&self, frames: &[Frame]) {
+        if self.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut slices = Vec::with_capacity(frames.len() * 4);
+        for frame in frames {
+            frame.slices(&mut slices);
+        }
+        let mut out = lock(&self.out);
+        let result = slices.chunks(MAX_SLICES).try_for_each(|chunk| write_all_vectored(&mut **out, chunk));
+        if let Err(e) = result.and_then(|()| out.flush()) {
+            // The host has gone: stdin will see EOF and the plugin exits.
+            if !self.failed.swap(true, Ordering::Relaxed) {
+                eprintln!("scriptling-plugin: cannot write to the host: {e}");
+            }
+        }
+    }
+
+    /// Blocks while more than the high-water mark is waiting to be written
+    /// (the host is reading slowly).
+    pub(crate) fn wait_for_room(&self) {
+        let mut queue = lock(&self.queue);
+        while queue.bytes > HIGH_WATER && !self.failed.load(Ordering::Relaxed) {
+            queue = self.written.wait(queue).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits until everything sent so far has been written, for up to
+    /// `limit`. Returns whether it was.
+    pub(crate) fn drain(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut queue = lock(&self.queue);
+        while queue.bytes > 0 && !self.failed.load(Ordering::Relaxed) {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            queue = self.written.wait_timeout(queue, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        true
+    }
+}
+
+impl FrameSink for FrameWriter {
+    fn send_frame(&self, frame: Vec<u8>) {
+        self.send(Frame::Line(frame));
+    }
+}
+
+/// `Write::write_all_vectored` (unstable in std): one `writev` for small
+/// frames, a loop over partial writes for large ones.
+fn write_all_vectored(out: &mut dyn Write, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut index = 0;
+    let mut offset = 0;
+    while index < parts.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[index][offset..])
+            .chain(parts[index + 1..].iter().copied())
+            .map(IoSlice::new)
+            .collect();
+        let mut written = match out.write_vectored(&slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        while index < parts.len() && written >= parts[index].len() - offset {
+            written -= parts[index].len() - offset;
+            index += 1;
+            offset = 0;
+        }
+        offset += written;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Accepts at most 3 bytes per call, to exercise partial writes.
+    struct Trickle(Vec<u8>);
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(3);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn vectored_writes_survive_partial_writes() {
+        let mut out = Trickle(Vec::new());
+        write_all_vectored(&mut out, &[b"ab", b"", b"cdefg", b"h\n"]).unwrap();
+        assert_eq!(out.0, b"abcdefgh\n");
+    }
+
+    /// Blocks every write until the test lets it through, recording writes.
+    struct Gated {
+        gate: Arc<(Mutex<usize>, Condvar)>,
+        written: Arc<Mutex<Vec<u8>>>,
+        calls: Arc<Mutex<usize>>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(buf)])
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+            let (permits, cv) = &*self.gate;
+            let mut permits = lock(permits);
+            while *permits == 0 {
+                permits = cv.wait(permits).unwrap();
+            }
+            *permits -= 1;
+            *lock(&self.calls) += 1;
+            let mut n = 0;
+            for b in bufs {
+                lock(&self.written).extend_from_slice(b);
+                n += b.len();
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_slow_reader_holds_one_thread_and_queued_frames_go_out_together_in_order() {
+        let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let calls = Arc::new(Mutex::new(0));
+        let out = Gated { gate: Arc::clone(&gate), written: Arc::clone(&written), calls: Arc::clone(&calls) };
+        let writer = Arc::new(FrameWriter::new(Box::new(out)));
+        // The first sender becomes the writer and blocks on the gate...
+        let first = {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || writer.send(Frame::Line(b"first".to_vec())))
+        };
+        while lock(&writer.queue).frames.is_empty() && !lock(&writer.queue).writing {
+            std::thread::yield_now();
+        }
+        // ...while 50 others queue and return at once.
+        for i in 0..50 {
+            writer.send(Frame::Parts(format!("head{i}:").into_bytes(), b"body".to_vec(), b";"));
+        }
+        assert_eq!(lock(&writer.queue).frames.len(), 50);
+        *lock(&gate.0) = usize::MAX;
+        gate.1.notify_all();
+        first.join().unwrap();
+        assert!(writer.drain(Duration::from_secs(5)));
+        assert_eq!(*lock(&calls), 2, "the 50 queued frames went out in one writev");
+        let text = String::from_utf8(lock(&written).clone()).unwrap();
+        let expected: String =
+            std::iter::once("first\n".to_owned()).chain((0..50).map(|i| format!("head{i}:body;\n"))).collect();
+        assert_eq!(text, expected);
+    }
+}
