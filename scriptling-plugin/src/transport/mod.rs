@@ -90,7 +90,7 @@ impl Plugin {
     /// until SIGINT or SIGTERM; then in-flight requests finish and every
     /// object is dropped.
     #[cfg(feature = "http")]
-    pub fn serve_http_with(self, config: crate::HttpConfig) -> Result<(), ServeError> {
+    pub fn serve_http_with(self, config: crate::transport::http::HttpConfig) -> Result<(), ServeError> {
         let core = self.build()?;
         crate::transport::http::run(core, config)
     }
