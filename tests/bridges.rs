@@ -43,7 +43,14 @@ fn tracing_and_log_events_reach_the_host_logger() {
             },
         ]
     );
-    // Outside a call: stderr, not the host.
-    tracing::info!("not in a call");
-    assert_eq!(host.logs().len(), 3);
+}
+
+#[test]
+fn events_outside_a_call_go_to_stderr_not_the_host() {
+    let host = Host::spawn(std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
+    assert_eq!(host.call("trace_outside", []).unwrap(), Value::from("ok"));
+    // The record is on stderr, so it was never sent to the host.
+    let stderr = host.wait_for_stderr("[info] traced outside a call", std::time::Duration::from_secs(10));
+    assert!(stderr.as_deref().is_ok_and(|e| e.contains(r#"where_from="a spawned thread""#)), "{stderr:?}");
+    assert!(host.logs().is_empty());
 }

@@ -298,16 +298,28 @@ fn reentering_an_exclusively_held_object_fails_at_once_instead_of_deadlocking() 
     assert_eq!(host.call_method(&obj.id, "get", []).unwrap(), Value::Int(2));
 }
 
+/// A callback handler that tells `arrived` it was called, then never
+/// answers (for 30 s): a host that went away mid-callback.
+fn never_answer(host: &Host) -> std::sync::mpsc::Receiver<()> {
+    let (arrived_tx, arrived) = std::sync::mpsc::channel();
+    let arrived_tx = Mutex::new(arrived_tx);
+    let (_keep, never) = std::sync::mpsc::channel::<()>();
+    let never = Mutex::new((never, _keep));
+    host.on_callback(move |_, _, _| {
+        arrived_tx.lock().unwrap().send(()).unwrap();
+        let _ = never.lock().unwrap().0.recv_timeout(Duration::from_secs(30));
+        Ok(Value::Null)
+    });
+    arrived
+}
+
 #[test]
 fn host_eof_while_a_handler_waits_on_a_callback_exits_promptly() {
     let host = Host::in_process(plugin()).unwrap();
-    host.on_callback(|_, _, _| {
-        std::thread::sleep(Duration::from_secs(30));
-        Ok(Value::Null)
-    });
+    let arrived = never_answer(&host);
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| host.call("call_each", [Value::List(vec![1.into()]), cb("cb-slow")]));
-        std::thread::sleep(Duration::from_millis(100));
+        arrived.recv_timeout(Duration::from_secs(10)).expect("the call is waiting on the host");
         let started = Instant::now();
         host.close_input();
         host.wait(Duration::from_secs(5)).unwrap();
@@ -367,11 +379,9 @@ fn logging_outside_a_call_goes_to_stderr_not_stdout() {
     let host = Host::spawn(std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
     assert_eq!(host.call("log_outside", []).unwrap(), Value::from("ok"));
     host.shutdown().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !host.stderr().contains("from a spawned thread") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(host.stderr().contains("[info] from a spawned thread"), "{}", host.stderr());
+    let stderr = host.wait_for_stderr("[info] from a spawned thread", Duration::from_secs(10));
+    assert!(stderr.is_ok(), "{stderr:?}");
+    host.wait(Duration::from_secs(10)).unwrap();
     assert!(host.logs().is_empty());
     assert!(host.stray_output().is_empty());
 }
@@ -386,13 +396,10 @@ fn in_process_logging_outside_a_call_is_not_sent_to_the_host() {
 #[test]
 fn a_real_process_exits_zero_when_the_host_dies_mid_callback() {
     let host = Host::spawn_example("callback").unwrap();
-    host.on_callback(|_, _, _| {
-        std::thread::sleep(Duration::from_secs(30));
-        Ok(Value::Null)
-    });
+    let arrived = never_answer(&host);
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| host.call("stream", [cb("cb-1")]));
-        std::thread::sleep(Duration::from_millis(200));
+        arrived.recv_timeout(Duration::from_secs(10)).expect("the call is waiting on the host");
         let started = Instant::now();
         host.close_input();
         let status = host.wait(Duration::from_secs(5)).unwrap().unwrap();

@@ -3,18 +3,39 @@
 //! results, lifecycle hooks, and per-object concurrency.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::Host;
 use scriptling_plugin::{CallError, Object, Plugin, Value, plugin_class, plugin_fn};
 use serde_json::json;
 
-/// Lifecycle events of `Tracked` objects, tagged per test.
+/// Lifecycle events of `Tracked` objects, tagged per test, and a signal
+/// for each one recorded.
 static EVENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static RECORDED: Condvar = Condvar::new();
+
+fn record(event: String) {
+    EVENTS.lock().unwrap().push(event);
+    RECORDED.notify_all();
+}
 
 fn events(tag: &str) -> Vec<String> {
     EVENTS.lock().unwrap().iter().filter(|e| e.ends_with(&format!(":{tag}"))).cloned().collect()
+}
+
+/// Waits until `tag` has `count` events, and returns them.
+fn wait_events(tag: &str, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut all = EVENTS.lock().unwrap();
+    loop {
+        let mine: Vec<String> = all.iter().filter(|e| e.ends_with(&format!(":{tag}"))).cloned().collect();
+        if mine.len() >= count {
+            return mine;
+        }
+        let left = deadline.checked_duration_since(Instant::now()).expect("the events arrive in time");
+        all = RECORDED.wait_timeout(all, left).unwrap().0;
+    }
 }
 
 /// An object that records its destroy hook and its Drop.
@@ -43,6 +64,7 @@ impl Tracked {
 
     /// Sleeps holding the object shared, then returns the value.
     fn peek_slowly(&self, ms: u64) -> i64 {
+        record(format!("peek:{}", self.tag));
         std::thread::sleep(Duration::from_millis(ms));
         self.value
     }
@@ -97,13 +119,13 @@ impl Tracked {
 
     #[del]
     fn close(&mut self) {
-        EVENTS.lock().unwrap().push(format!("del:{}", self.tag));
+        record(format!("del:{}", self.tag));
     }
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        EVENTS.lock().unwrap().push(format!("drop:{}", self.tag));
+        record(format!("drop:{}", self.tag));
     }
 }
 
@@ -361,16 +383,13 @@ fn destroy_during_a_call_defers_the_drop_until_the_call_ends() {
     let a = host.new_object("Tracked", [s("busy"), Value::Int(1)]).unwrap();
     std::thread::scope(|scope| {
         let slow = scope.spawn(|| host.call_method(&a.id, "peek_slowly", [Value::Int(300)]));
-        std::thread::sleep(Duration::from_millis(100));
+        wait_events("busy", 1);
         host.destroy(&a.id).unwrap();
-        assert!(events("busy").is_empty(), "not dropped while a call uses it");
+        assert_eq!(events("busy"), ["peek:busy"], "not dropped while a call uses it");
         assert_eq!(slow.join().unwrap().unwrap(), Value::Int(1));
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while events("busy").len() < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(events("busy"), ["del:busy", "drop:busy"]);
+    // The call's end drops the object (on the call's own thread, after its answer).
+    assert_eq!(wait_events("busy", 3), ["peek:busy", "del:busy", "drop:busy"]);
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::example_path;
@@ -14,7 +14,7 @@ use serde_json::{Value as J, json};
 struct Served {
     child: Child,
     addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
+    stderr: Arc<(Mutex<String>, Condvar)>,
 }
 
 impl Served {
@@ -22,7 +22,7 @@ impl Served {
         let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = BufReader::new(child.stderr.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
-        let log = Arc::new(Mutex::new(String::new()));
+        let log = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let sink = Arc::clone(&log);
         std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
@@ -30,7 +30,8 @@ impl Served {
                     let addr = rest.split('/').next().unwrap().to_owned();
                     let _ = tx.send(addr);
                 }
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
+                sink.0.lock().unwrap().push_str(&format!("{line}\n"));
+                sink.1.notify_all();
             }
         });
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("the plugin reports where it listens");
@@ -50,6 +51,35 @@ impl Served {
             cmd.env(k, v);
         }
         Served::start(cmd)
+    }
+
+    /// Waits until stderr holds `needle`; returns all of stderr then.
+    fn wait_for_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (text, grew) = &*self.stderr;
+        let mut text = text.lock().unwrap();
+        while !text.contains(needle) {
+            let left = deadline.checked_duration_since(Instant::now());
+            let left = left.unwrap_or_else(|| panic!("stderr never said {needle:?}:\n{text}"));
+            text = grew.wait_timeout(text, left).unwrap().0;
+        }
+        text.clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.0.lock().unwrap().clone()
+    }
+
+    /// Waits for the process to exit (at most 10 s).
+    fn exit_status(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the plugin did not exit");
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     fn post(&self, body: &str) -> (u16, J) {
@@ -229,7 +259,7 @@ fn a_token_is_required_when_configured() {
 fn no_token_means_open_on_loopback() {
     let served = Served::fixture(&[]);
     assert_eq!(served.post(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).0, 200);
-    assert!(!served.stderr.lock().unwrap().contains("warning"));
+    assert!(!served.stderr().contains("warning"));
 }
 
 #[test]
@@ -238,15 +268,7 @@ fn callbacks_and_the_host_logger_need_stdio() {
     let out = served.call(&[], "call_me", json!([{"type": "callback", "callback": {"id": "cb-1"}}]));
     assert_eq!(out["error"]["message"], "callbacks need the stdio transport");
     assert_eq!(served.call(&[], "log_inside", json!([s("Ada")]))["result"], s("Ada"));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !served.stderr.lock().unwrap().contains("logged inside a call") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(
-        served.stderr.lock().unwrap().contains("[info] logged inside a call name=\"Ada\""),
-        "{}",
-        served.stderr.lock().unwrap()
-    );
+    served.wait_for_stderr("[info] logged inside a call name=\"Ada\"");
 }
 
 #[test]
@@ -309,7 +331,7 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
             json!({"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"sleep_ms","args":[i(500)]}});
         request(addr, "POST", "/json-rpc", &[], body.to_string().as_bytes())
     });
-    std::thread::sleep(Duration::from_millis(150));
+    served.wait_for_stderr("fixture: sleeping 500 ms");
     // SAFETY: sending SIGTERM to our own child process.
     unsafe {
         libc::kill(served.child.id() as i32, libc::SIGTERM);
@@ -318,15 +340,7 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
     assert_eq!(status, 200);
     let out: J = serde_json::from_slice(&body).unwrap();
     assert_eq!(out["result"], i(500));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = served.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(served.exit_status().code(), Some(0));
 }
 
 #[test]
@@ -334,11 +348,8 @@ fn binding_beyond_loopback_without_a_token_warns() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
     cmd.args(["--listen", "0.0.0.0:0"]);
     let served = Served::start(cmd);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !served.stderr.lock().unwrap().contains("warning") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(served.stderr.lock().unwrap().contains("without a token"), "{}", served.stderr.lock().unwrap());
+    served.wait_for_stderr("warning: serving on 0.0.0.0");
+    assert!(served.stderr().contains("without a token"), "{}", served.stderr());
 }
 
 #[test]

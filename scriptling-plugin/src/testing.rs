@@ -129,6 +129,8 @@ struct Shared {
     unrouted: Mutex<Sender<serde_json::Value>>,
     stray: Mutex<Vec<String>>,
     logs: Mutex<Vec<LogRecord>>,
+    /// Signalled for every record handled.
+    logged: Condvar,
     callback: Mutex<Option<Arc<CallbackHandler>>>,
     /// Idle workers that answer the plugin's requests (a cached pool: a
     /// callback may call back into the plugin, so a busy pool grows rather
@@ -138,6 +140,8 @@ struct Shared {
     jitter: AtomicU64,
     /// A cheap random source for the jitter.
     seed: AtomicU64,
+    /// Whether `host.log` requests are answered.
+    ack_logs: std::sync::atomic::AtomicBool,
     /// Everything the plugin wrote to stderr (spawned plugins), and a
     /// signal for whoever waits for a line of it.
     stderr: Arc<Captured>,
@@ -245,10 +249,12 @@ impl Host {
             unrouted: Mutex::new(unrouted_tx),
             stray: Mutex::new(Vec::new()),
             logs: Mutex::new(Vec::new()),
+            logged: Condvar::new(),
             callback: Mutex::new(None),
             idle_workers: Mutex::new(Vec::new()),
             jitter: AtomicU64::new(DEFAULT_JITTER.as_nanos() as u64),
             seed: AtomicU64::new(seed | 1),
+            ack_logs: std::sync::atomic::AtomicBool::new(true),
             stderr,
         });
         let reader_shared = Arc::clone(&shared);
@@ -290,10 +296,29 @@ impl Host {
         *lock(&self.shared.callback) = Some(Arc::new(handler));
     }
 
+    /// Stops (or resumes) answering `host.log` requests, as a host that
+    /// never acknowledges them would; the records are still recorded.
+    pub fn acknowledge_logs(&self, acknowledge: bool) {
+        self.shared.ack_logs.store(acknowledge, Ordering::Relaxed);
+    }
+
     /// The `host.log` records handled so far, in the order this host
     /// handled them (see the module docs on concurrency).
     pub fn logs(&self) -> Vec<LogRecord> {
         lock(&self.shared.logs).clone()
+    }
+
+    /// Waits until at least `count` `host.log` records have been handled,
+    /// for up to `timeout`, and returns them all; `Err` with those handled
+    /// so far if the time runs out.
+    pub fn wait_for_logs(&self, count: usize, timeout: Duration) -> Result<Vec<LogRecord>, Vec<LogRecord>> {
+        let deadline = Instant::now() + timeout;
+        let mut logs = lock(&self.shared.logs);
+        while logs.len() < count {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return Err(logs.clone()) };
+            logs = self.shared.logged.wait_timeout(logs, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Ok(logs.clone())
     }
 
     /// Lines the plugin wrote to its protocol stream that are not JSON. A
@@ -645,6 +670,7 @@ fn record_log(shared: &Shared, params: &serde_json::Value) {
         message: params["message"].as_str().unwrap_or_default().to_owned(),
         args,
     });
+    shared.logged.notify_all();
 }
 
 /// Hands a plugin request to an idle worker, or to a new one.
@@ -692,6 +718,9 @@ fn answer_plugin_request(shared: &Shared, frame: &serde_json::Value) {
     let outcome: Result<serde_json::Value, (i64, String)> = match frame["method"].as_str().unwrap_or_default() {
         "host.log" => {
             record_log(shared, &params);
+            if !shared.ack_logs.load(Ordering::Relaxed) {
+                return;
+            }
             Ok(json!({"type": "null"}))
         }
         "callback.call" => {

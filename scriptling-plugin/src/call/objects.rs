@@ -96,6 +96,7 @@ impl Entry {
 /// How a table names new objects.
 enum Ids {
     Sequential(AtomicU64),
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     Generated(Box<dyn Fn() -> String + Send + Sync>),
 }
 
@@ -114,6 +115,7 @@ impl ObjectTable {
 
     /// Ids from `generate`, which must never repeat itself (HTTP: random,
     /// so one client cannot guess another's).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn generated(generate: impl Fn() -> String + Send + Sync + 'static) -> Self {
         Self::with_ids(Ids::Generated(Box::new(generate)))
     }
@@ -166,17 +168,20 @@ impl ObjectTable {
     }
 
     /// Removes the objects `owner` created.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn drain_owned_by(&self, owner: &str) -> Vec<Entry> {
         self.drain_where(|e| e.0.owner.as_deref() == Some(owner))
     }
 
     /// Removes the objects no call has named for longer than `idle`.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn drain_idle(&self, idle: Duration) -> Vec<Entry> {
         let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         let now = self.now();
         self.drain_where(|e| now.saturating_sub(e.0.last_used.load(Ordering::Relaxed)) > idle)
     }
 
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     fn drain_where(&self, doomed: impl Fn(&Entry) -> bool) -> Vec<Entry> {
         let mut entries = lock(&self.entries);
         let ids: Vec<Arc<str>> = entries.iter().filter(|(_, e)| doomed(e)).map(|(id, _)| Arc::clone(id)).collect();

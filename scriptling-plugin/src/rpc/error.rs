@@ -20,6 +20,7 @@ pub(crate) enum ErrorCode {
     /// `-32000`: the call failed (unknown function, bad argument, plugin error, panic).
     Application,
     /// `-32001`: an HTTP request without the configured bearer token.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     AuthenticationFailed,
 }
 

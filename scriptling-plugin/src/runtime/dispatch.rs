@@ -166,15 +166,17 @@ impl Dispatcher {
         }
     }
 
-    /// Parses, looks up and runs a call, on a pool thread.
-    fn run(self: &Arc<Self>, request: &Incoming, owner: Option<Arc<str>>, done: Done) {
+    /// Parses, looks up and runs a call: on a pool thread, or (`Elsewhere`)
+    /// on the runtime when the pool cannot take it.
+    fn run(self: &Arc<Self>, request: &Incoming, owner: Option<Arc<str>>, place: Place, done: Done) {
         let method = &request.method;
+        let call = Call { owner, place };
         let result = match parse_params(method, request.params()) {
             Ok(params) => match method {
-                Method::FunctionCall => self.function_call(params, owner, done),
-                Method::ObjectNew => self.object_new(params, owner, done),
-                Method::ObjectCall => self.call_method(params, owner, done),
-                Method::Destroy => self.destroy(params, owner, done),
+                Method::FunctionCall => self.function_call(params, call, done),
+                Method::ObjectNew => self.object_new(params, call, done),
+                Method::ObjectCall => self.call_method(params, call, done),
+                Method::Destroy => self.destroy(params, call, done),
                 _ => unreachable!("only calls are sent to the pool"),
             },
             Err(e) => Err((e, done)),
@@ -185,7 +187,7 @@ impl Dispatcher {
         }
     }
 
-    fn function_call(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+    fn function_call(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
         let name = match required(&Method::FunctionCall, p.name.take(), "name") {
             Ok(name) => name,
             Err(e) => return Err((e, done)),
@@ -197,11 +199,11 @@ impl Dispatcher {
         if let Some(refusal) = function.refuse_rpc() {
             return Err((RpcError::application(refusal.message()), done));
         }
-        self.invoke(function, None, p.arguments(), Encode::Value, owner, done);
+        self.invoke(function, None, p.arguments(), Encode::Value, call, done);
         Ok(())
     }
 
-    fn object_new(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+    fn object_new(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
         let class = match required(&Method::ObjectNew, p.class.take(), "class") {
             Ok(class) => class,
             Err(e) => return Err((e, done)),
@@ -210,24 +212,24 @@ impl Dispatcher {
             let message = format!("unknown class {class} (available: {})", self.core.class_list);
             return Err((RpcError::application(message), done));
         };
-        self.invoke(&entry.constructor, None, p.arguments(), Encode::NewObject, owner, done);
+        self.invoke(&entry.constructor, None, p.arguments(), Encode::NewObject, call, done);
         Ok(())
     }
 
-    fn call_method(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+    fn call_method(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
         let names = required(&Method::ObjectCall, p.object_id.take(), "object_id")
             .and_then(|id| Ok((id, required(&Method::ObjectCall, p.method.take(), "method")?)));
         let (object_id, name) = match names {
             Ok(names) => names,
             Err(e) => return Err((e, done)),
         };
-        let Some(entry) = self.link.objects.get(&object_id, owner.as_deref()) else {
+        let Some(entry) = self.link.objects.get(&object_id, call.owner.as_deref()) else {
             return Err((RpcError::application(self.unknown_object(&object_id)), done));
         };
         let class = Arc::clone(&self.core.class_order[entry.class().index]);
         let (args, kwargs) = p.arguments();
         if let Some(method) = class.methods.get(&name) {
-            self.invoke(method, Some(entry), (args, kwargs), Encode::Value, owner, done);
+            self.invoke(method, Some(entry), (args, kwargs), Encode::Value, call, done);
             return Ok(());
         }
         let Some(property) = class.properties.get(&name) else {
@@ -236,11 +238,11 @@ impl Dispatcher {
         };
         let refused = match (args.len(), kwargs.is_empty(), &property.setter) {
             (0, true, _) => {
-                self.invoke(&property.getter, Some(entry), (args, kwargs), Encode::Value, owner, done);
+                self.invoke(&property.getter, Some(entry), (args, kwargs), Encode::Value, call, done);
                 return Ok(());
             }
             (1, true, Some(setter)) => {
-                self.invoke(setter, Some(entry), (args, kwargs), Encode::Value, owner, done);
+                self.invoke(setter, Some(entry), (args, kwargs), Encode::Value, call, done);
                 return Ok(());
             }
             (0, false, _) => format!("property '{name}' of {} does not accept keyword arguments", class.name()),
@@ -257,17 +259,25 @@ impl Dispatcher {
     /// Idempotent: an unknown or already destroyed id is not an error. The
     /// object's `__del__` hook and `Drop` run here, inside this request's
     /// scope, so their log records reach the host before the answer.
-    fn destroy(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done) -> Step {
+    fn destroy(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
         let object_id = match required(&Method::Destroy, p.object_id.take(), "object_id") {
             Ok(id) => id,
             Err(e) => return Err((e, done)),
         };
-        let Some(entry) = self.link.objects.remove(&object_id, owner.as_deref()) else {
+        let Some(entry) = self.link.objects.remove(&object_id, call.owner.as_deref()) else {
             done(Ok(b"null".to_vec()));
             return Ok(());
         };
         let label = format!("{}.__del__", entry.class().name);
-        self.release(vec![entry], label, owner, Box::new(move || done(Ok(b"null".to_vec()))));
+        let then: Box<dyn FnOnce() + Send> = Box::new(move || done(Ok(b"null".to_vec())));
+        match call.place {
+            Place::Pool => self.release(vec![entry], label, call.owner, then),
+            // The hooks are plugin code that may block: never on the runtime's threads.
+            Place::Elsewhere(_) => {
+                let dispatcher = Arc::clone(self);
+                drop(tokio::task::spawn_blocking(move || dispatcher.release(vec![entry], label, call.owner, then)));
+            }
+        }
         Ok(())
     }
 
@@ -311,9 +321,14 @@ impl Dispatcher {
         receiver: Option<Entry>,
         (positional, keywords): (Vec<Value>, BTreeMap<String, Value>),
         encode: Encode,
-        owner: Option<Arc<str>>,
+        Call { owner, place }: Call,
         done: Done,
     ) {
+        // The pool could not take the call, and a sync handler needs it.
+        if let (Handler::Sync(_), Place::Elsewhere(reason)) = (&function.handler, &place) {
+            let message = format!("{}(): {reason}", function.signature.label);
+            return done(Err(RpcError::application(message)));
+        }
         let signature = Arc::clone(&function.signature);
         let receiver = receiver.map(|e| (e, Arc::clone(&self.link.library)));
         let call = CallState::new(Arc::clone(&signature.label));
@@ -363,6 +378,21 @@ impl Dispatcher {
 /// completion comes back with the error.
 type Step = Result<(), (RpcError, Done)>;
 
+/// Where a call is being prepared.
+enum Place {
+    /// On a pool thread, where a sync handler can run.
+    Pool,
+    /// On the runtime, because the pool refused the call (the reason):
+    /// async handlers still run, sync ones fail with the reason.
+    Elsewhere(String),
+}
+
+/// Who a call is for, and where it is being prepared.
+struct Call {
+    owner: Option<Arc<str>>,
+    place: Place,
+}
+
 /// A call waiting for a pool thread.
 struct CallJob {
     dispatcher: Arc<Dispatcher>,
@@ -374,11 +404,15 @@ struct CallJob {
 impl Job for CallJob {
     fn run(self: Box<Self>) {
         let CallJob { dispatcher, request, owner, done } = *self;
-        dispatcher.run(&request, owner, done);
+        dispatcher.run(&request, owner, Place::Pool, done);
     }
 
+    /// Every sync thread waits on the host: prepare the call on the runtime
+    /// instead, so async handlers (and every error path) are still served.
     fn refuse(self: Box<Self>, reason: String) {
-        (self.done)(Err(RpcError::application(format!("{}: {reason}", self.request.method.name()))));
+        let CallJob { dispatcher, request, owner, done } = *self;
+        let runtime = dispatcher.link.runtime().clone();
+        runtime.spawn(async move { dispatcher.run(&request, owner, Place::Elsewhere(reason), done) });
     }
 }
 

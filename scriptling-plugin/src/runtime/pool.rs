@@ -8,8 +8,11 @@
 //! - a handler that waits on the host says so (through the call context's
 //!   blocking hook), and the pool at once starts or wakes another thread
 //!   for the work queued behind it;
-//! - a handler that blocks on anything else is noticed by a watchdog, which
-//!   adds a thread when queued work has made no progress for [`STALL`];
+//! - a handler that blocks on anything else is noticed by a watchdog: when
+//!   queued work has made no progress for [`STALL`], it looks at the running
+//!   threads' scheduler states and adds a thread only if fewer than the core
+//!   count are runnable (a handler that computes for long keeps the cores
+//!   busy, and more threads would only compete for them);
 //! - after each job a worker spins briefly ([`SPIN`]) for the next one, so
 //!   back-to-back requests need no thread wake-up.
 //!
@@ -58,6 +61,8 @@ pub(crate) struct SyncPool {
 
 struct Shared {
     state: Mutex<State>,
+    /// Every worker's slot, for the watchdog to read their CPU clocks.
+    slots: Mutex<Vec<Arc<Slot>>>,
     /// Parked workers wait here.
     work: Condvar,
     /// The watchdog waits here.
@@ -107,6 +112,7 @@ impl SyncPool {
     pub(crate) fn new(runtime: Option<Arc<OnceLock<Handle>>>, parallelism: usize, max_threads: usize) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            slots: Mutex::new(Vec::new()),
             work: Condvar::new(),
             watch: Condvar::new(),
             queued: AtomicUsize::new(0),
@@ -228,9 +234,28 @@ fn spawn_worker(shared: &Arc<Shared>, st: &mut State) {
     }
 }
 
+/// A worker as the watchdog sees it.
+struct Slot {
+    thread: Option<ThreadState>,
+    running: std::sync::atomic::AtomicBool,
+}
+
+/// Unregisters a worker's slot when its thread ends.
+struct Registered<'a>(&'a Shared, Arc<Slot>);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.slots).retain(|s| !Arc::ptr_eq(s, &self.1));
+    }
+}
+
 fn work(shared: &Arc<Shared>) {
     let _runtime = shared.runtime.as_ref().map(|cell| cell.wait().enter());
     context::set_blocking_hook(Arc::new(PoolThread(Arc::clone(shared))));
+    let slot =
+        Arc::new(Slot { thread: ThreadState::of_this_thread(), running: std::sync::atomic::AtomicBool::new(false) });
+    lock(&shared.slots).push(Arc::clone(&slot));
+    let _registered = Registered(shared, Arc::clone(&slot));
     let mut st = lock(&shared.state);
     st.notified = st.notified.saturating_sub(1);
     loop {
@@ -250,11 +275,13 @@ fn work(shared: &Arc<Shared>) {
                 }
             }
             drop(st);
+            slot.running.store(true, Ordering::Release);
             // Jobs catch their handlers' panics themselves; this keeps the
             // pool's counts right should anything else in a job panic.
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
                 eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
             }
+            slot.running.store(false, Ordering::Release);
             st = lock(&shared.state);
             st.running -= 1;
             continue;
@@ -300,8 +327,8 @@ fn spin_for_work(shared: &Shared) {
     }
 }
 
-/// Adds a worker whenever queued work stops making progress (every worker
-/// is blocked in a slow handler).
+/// Adds a worker whenever queued work stops making progress and the cores
+/// are not all busy computing (some worker is blocked in a slow handler).
 fn watch(shared: &Arc<Shared>) {
     let mut st = lock(&shared.state);
     loop {
@@ -315,14 +342,67 @@ fn watch(shared: &Arc<Shared>) {
         }
         let started = st.started;
         st = shared.watch.wait_timeout(st, STALL).unwrap_or_else(|p| p.into_inner()).0;
-        if !st.queue.is_empty() && st.started == started && st.notified == 0 {
-            if st.idle > 0 {
-                st.notified += 1;
-                shared.work.notify_one();
-            } else {
-                spawn_worker(shared, &mut st);
-            }
+        if st.queue.is_empty() || st.started != started || st.notified != 0 {
+            continue;
         }
+        drop(st);
+        let computing = runnable_workers(shared);
+        st = lock(&shared.state);
+        if computing >= shared.parallelism || st.queue.is_empty() || st.notified != 0 {
+            continue;
+        }
+        if st.idle > 0 {
+            st.notified += 1;
+            shared.work.notify_one();
+        } else {
+            spawn_worker(shared, &mut st);
+        }
+    }
+}
+
+/// How many workers running a job are runnable (computing, or waiting for
+/// a core) rather than blocked. A worker whose state cannot be read counts
+/// as blocked, so the pool grows as it would without this check.
+fn runnable_workers(shared: &Shared) -> usize {
+    let slots = lock(&shared.slots).clone();
+    slots
+        .iter()
+        .filter(|slot| slot.running.load(Ordering::Acquire))
+        .filter(|slot| slot.thread.as_ref().and_then(ThreadState::runnable) == Some(true))
+        .count()
+}
+
+/// A thread's scheduler state, readable from other threads (Linux's
+/// `/proc/self/task/<tid>/stat`); elsewhere unknown.
+struct ThreadState {
+    #[cfg(target_os = "linux")]
+    stat: std::path::PathBuf,
+}
+
+impl ThreadState {
+    fn of_this_thread() -> Option<ThreadState> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: gettid takes no arguments and cannot fail.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            Some(ThreadState { stat: format!("/proc/self/task/{tid}/stat").into() })
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Whether the thread is runnable (`R`), as opposed to sleeping or
+    /// waiting on I/O; `None` if unknown (or the thread has ended).
+    fn runnable(&self) -> Option<bool> {
+        #[cfg(target_os = "linux")]
+        {
+            // "tid (name) S ...": the state follows the last parenthesis.
+            let stat = std::fs::read_to_string(&self.stat).ok()?;
+            let state = stat[stat.rfind(')')? + 1..].trim_start().chars().next()?;
+            Some(state == 'R')
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 }
 
@@ -455,6 +535,44 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         pool.submit(task(move || tx.send(()).unwrap()));
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn jobs_that_compute_for_long_add_no_threads_jobs_that_block_do() {
+        let pool = SyncPool::new(None, 2, 64);
+        let (tx, rx) = mpsc::channel();
+        // Twenty jobs that each compute for 20 ms: the cores are busy, so
+        // the watchdog must not add threads for them.
+        for _ in 0..20 {
+            let tx = tx.clone();
+            pool.submit(task(move || {
+                let until = Instant::now() + Duration::from_millis(20);
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                tx.send(()).unwrap();
+            }));
+        }
+        for _ in 0..20 {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        let (computing_threads, ..) = pool.counts();
+        assert!(computing_threads <= 6, "{computing_threads} threads for two cores of computing");
+        // Twenty jobs that sleep: the watchdog adds threads so they overlap.
+        let started = Instant::now();
+        for _ in 0..20 {
+            let tx = tx.clone();
+            pool.submit(task(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                tx.send(()).unwrap();
+            }));
+        }
+        for _ in 0..20 {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_millis(500), "blocked jobs overlapped: {:?}", started.elapsed());
     }
 
     #[test]

@@ -95,6 +95,7 @@ impl Session {
     }
 
     /// What the session's calls reach (for the test host's object count).
+    #[cfg(feature = "testing")]
     pub(crate) fn link(&self) -> Arc<Link> {
         Arc::clone(self.dispatcher.link())
     }
