@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use scriptling_plugin::Value;
 use scriptling_plugin::testing::Host;
-use serde_json::json;
+use serde_json::{Value as J, json};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -152,4 +152,95 @@ fn properties_example_matches_upstream() {
         "can't set attribute 'label': property is read-only"
     );
     assert_eq!(host.call_method(&c.id, "add", [Value::Int(3)]).unwrap(), Value::Int(10));
+}
+
+fn signal(host: &Host, signal: i32) {
+    // SAFETY: sends a signal to our own child process.
+    unsafe {
+        libc::kill(host.pid().unwrap() as i32, signal);
+    }
+}
+
+/// Sends a request and a ping after it: once the ping is answered, the
+/// reader has handed the request over (lines are read in order).
+fn start(host: &Host, line: &str) {
+    host.send_raw(line).unwrap();
+    assert_eq!(host.request("ping", J::Null).unwrap(), json!({"status": "ok"}));
+}
+
+#[test]
+fn sigterm_finishes_calls_destroys_objects_and_exits_zero() {
+    let host = fixture();
+    host.handshake().unwrap();
+    let db = host.new_object("Resource", [Value::from("db")]).unwrap();
+    start(
+        &host,
+        &json!({"jsonrpc":"2.0","id":"held","method":"object.call_method",
+               "params":{"object_id": db.id, "method":"hold","args":[{"type":"int","value":400}]}})
+        .to_string(),
+    );
+    signal(&host, libc::SIGTERM);
+    let answer = host.next_frame(WAIT).expect("the call in flight is answered");
+    assert_eq!((answer["id"].clone(), answer["result"]["value"].clone()), (json!("held"), json!(400)));
+    let status = host.wait(WAIT).unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let stderr = host.stderr();
+    assert!(stderr.contains("SIGTERM received, shutting down"), "{stderr}");
+    assert!(stderr.contains("fixture: closed db"), "the object was destroyed: {stderr}");
+}
+
+#[test]
+fn sigint_behaves_the_same_and_a_second_signal_exits_at_once() {
+    let host = fixture();
+    start(
+        &host,
+        r#"{"jsonrpc":"2.0","id":"stuck","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":30000}]}}"#,
+    );
+    signal(&host, libc::SIGINT);
+    host.wait_for_stderr("SIGINT received", WAIT).unwrap();
+    let started = Instant::now();
+    signal(&host, libc::SIGINT);
+    let status = host.wait(WAIT).unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
+fn a_panic_costs_one_stderr_line_even_when_the_host_asks_for_backtraces() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.env("RUST_BACKTRACE", "1");
+    let host = Host::spawn(command).unwrap();
+    for _ in 0..10 {
+        assert_eq!(host.call("boom", []).unwrap_err().message(), "boom(): panicked: kaboom");
+    }
+    host.shutdown().unwrap();
+    host.wait(WAIT).unwrap();
+    let stderr = host.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("fixture:")).collect();
+    assert_eq!(lines.len(), 10, "one line per panic:\n{stderr}");
+    for line in lines {
+        assert!(line.starts_with("scriptling-plugin: boom() panicked at tests/fixtures/fixture_plugin.rs:"), "{line}");
+        assert!(line.ends_with(": kaboom"), "{line}");
+    }
+}
+
+#[test]
+fn a_plugin_can_opt_into_full_panic_reports() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.env("RUST_BACKTRACE", "1").env("SCRIPTLING_PLUGIN_BACKTRACE", "1");
+    let host = Host::spawn(command).unwrap();
+    assert_eq!(host.call("boom", []).unwrap_err().message(), "boom(): panicked: kaboom");
+    let stderr = host.wait_for_stderr("stack backtrace", WAIT);
+    assert!(stderr.is_ok(), "{stderr:?}");
+}
+
+#[test]
+fn shutdown_hooks_log_through_a_real_host_connection() {
+    let host = fixture();
+    host.set_jitter(Duration::from_millis(2));
+    host.new_object("Resource", [Value::from("cache")]).unwrap();
+    host.shutdown().unwrap();
+    let messages: Vec<String> = host.logs().into_iter().map(|r| r.message).collect();
+    assert_eq!(messages, ["closing cache"], "handled before shutdown was answered");
+    assert_eq!(host.wait(WAIT).unwrap().unwrap().code(), Some(0));
 }

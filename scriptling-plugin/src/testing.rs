@@ -192,7 +192,7 @@ impl Host {
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
             let result = crate::transport::runtime().map_err(ServeError::from).and_then(|rt| {
                 let _ = runtime.set(rt.handle().clone());
-                let result = rt.block_on(session.finish(false));
+                let result = rt.block_on(session.finish(None));
                 rt.shutdown_background();
                 result
             });

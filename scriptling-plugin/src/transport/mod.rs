@@ -3,16 +3,15 @@
 
 #[cfg(feature = "http")]
 pub(crate) mod http;
+pub(crate) mod signals;
 pub(crate) mod stdio;
 
-use std::fmt;
-use std::io::Read;
 use std::sync::{Arc, OnceLock};
 
-use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
 use crate::runtime::{panic, pool};
+use crate::transport::signals::Signals;
 use crate::transport::stdio::Session;
 
 impl Plugin {
@@ -60,6 +59,7 @@ impl Plugin {
                     .to_owned(),
             ));
         }
+        let signals = Signals::install();
         return_large_buffers_to_the_system();
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
@@ -69,7 +69,7 @@ impl Plugin {
         let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime))?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());
-        let result = rt.block_on(session.finish(true));
+        let result = rt.block_on(session.finish(signals));
         // Handlers still running past the grace period are abandoned, not waited for.
         rt.shutdown_background();
         result
@@ -100,21 +100,12 @@ impl Plugin {
     /// on the SDK's own worker threads.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let core = self.build()?;
+        let signals = Signals::install();
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
-        serve_streams(Arc::new(core), std::io::stdin(), out, true).await
+        let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
+        Session::start(Arc::new(core), std::io::stdin(), out, runtime)?.finish(signals).await
     }
-}
-
-/// Serves one host over a pair of byte streams on the current runtime,
-/// until the session ends.
-pub(crate) async fn serve_streams<R, W>(core: Arc<Core>, input: R, output: W, signals: bool) -> Result<(), ServeError>
-where
-    R: Read + Send + 'static,
-    W: std::io::Write + Send + 'static,
-{
-    let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
-    Session::start(core, input, output, runtime)?.finish(signals).await
 }
 
 /// The runtime `run` and `serve_http` serve on: one worker per core (the
@@ -142,56 +133,5 @@ pub(crate) fn return_large_buffers_to_the_system() {
     // any time, and this runs before the plugin starts its threads.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
-}
-
-/// A stop signal the process received.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Signal {
-    Interrupt,
-    Terminate,
-}
-
-impl Signal {
-    /// The signal's number (what an exit status reports as 128 + n).
-    pub(crate) fn number(self) -> i32 {
-        match self {
-            Signal::Interrupt => 2,
-            Signal::Terminate => 15,
-        }
-    }
-}
-
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Signal::Interrupt => "SIGINT",
-            Signal::Terminate => "SIGTERM",
-        })
-    }
-}
-
-/// Resolves on the next SIGINT or SIGTERM (from the moment it is called).
-pub(crate) async fn signal() -> Signal {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let wait = |kind| async move {
-            match signal(kind) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = wait(SignalKind::interrupt()) => Signal::Interrupt,
-            () = wait(SignalKind::terminate()) => Signal::Terminate,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        Signal::Interrupt
     }
 }

@@ -68,18 +68,28 @@ use crate::runtime::dispatch::Dispatcher;
 use crate::runtime::panic;
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
+use crate::transport::signals::Signals;
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
+    let signals = Signals::install();
     super::return_large_buffers_to_the_system();
     panic::install_hook(core.options.panic_backtraces);
     raise_file_limit(config.max_connections);
     let rt = super::runtime()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    if let Some(signals) = signals {
+        signals.deliver(move |signal| {
+            eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
+            let _ = stop_tx.send(());
+        });
+    }
     let result = rt.block_on(async {
         let stop = async {
-            let signal = super::signal().await;
-            eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
-            tokio::spawn(async { std::process::exit(128 + super::signal().await.number()) });
+            // Without signals (already caught elsewhere), serve until killed.
+            if stop_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
         };
         serve(Arc::new(core), config, stop, |_| {}).await
     });

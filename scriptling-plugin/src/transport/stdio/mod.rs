@@ -37,6 +37,7 @@ use crate::exports::error::ServeError;
 use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError};
 use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Done, Incoming, Outcome};
+use crate::transport::signals::{Signal, Signals};
 use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::stdio::writer::{Frame, FrameWriter};
 
@@ -47,6 +48,8 @@ const MOVE_LINES_FROM: usize = 64 * 1024;
 enum Control {
     /// `plugin.shutdown`, with the completions that answer it.
     Shutdown(Vec<Done>),
+    /// SIGINT or SIGTERM: a shutdown nobody asked over the wire.
+    Signal(Signal),
     /// The input ended.
     Eof,
 }
@@ -58,6 +61,8 @@ pub(crate) struct Session {
     writer: Arc<FrameWriter>,
     outgoing: Arc<Outgoing>,
     control: mpsc::UnboundedReceiver<Control>,
+    /// For signals, which end the session too.
+    control_tx: mpsc::UnboundedSender<Control>,
 }
 
 impl Session {
@@ -86,12 +91,12 @@ impl Session {
             dispatcher: Arc::clone(&dispatcher),
             writer: Arc::clone(&writer),
             outgoing: Arc::clone(&outgoing),
-            control: control_tx,
+            control: control_tx.clone(),
         };
         std::thread::Builder::new()
             .name("scriptling-plugin-stdin".into())
             .spawn(move || reader.run(LineReader::new(input, max_frame)))?;
-        Ok(Session { dispatcher, writer, outgoing, control })
+        Ok(Session { dispatcher, writer, outgoing, control, control_tx })
     }
 
     /// What the session's calls reach (for the test host's object count).
@@ -102,19 +107,17 @@ impl Session {
 
     /// Serves until the session ends (see the module docs). With
     /// `signals`, the first SIGINT or SIGTERM ends it too.
-    pub(crate) async fn finish(mut self, signals: bool) -> Result<(), ServeError> {
-        let why = if signals {
-            tokio::select! {
-                why = self.control.recv() => why.unwrap_or(Control::Eof),
-                signal = super::signal() => {
-                    eprintln!("scriptling-plugin: {signal} received, shutting down (send it again to exit at once)");
-                    tokio::spawn(async { std::process::exit(128 + super::signal().await.number()) });
-                    Control::Shutdown(Vec::new())
-                }
-            }
-        } else {
-            self.control.recv().await.unwrap_or(Control::Eof)
-        };
+    pub(crate) async fn finish(mut self, signals: Option<Signals>) -> Result<(), ServeError> {
+        if let Some(signals) = signals {
+            let control = self.control_tx.clone();
+            signals.deliver(move |signal| {
+                let _ = control.send(Control::Signal(signal));
+            });
+        }
+        let why = self.control.recv().await.unwrap_or(Control::Eof);
+        if let Control::Signal(signal) = why {
+            eprintln!("scriptling-plugin: {signal} received, shutting down (send it again to exit at once)");
+        }
         let dispatcher = &self.dispatcher;
         let grace = dispatcher.core().options.shutdown_grace;
         dispatcher.begin_closing();
