@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["exports"],
     &["runtime"],
     &["transport"],
-    &["testing", "bridge"],
+    &["testing", "bridge", "fuzz"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

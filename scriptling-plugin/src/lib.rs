@@ -30,7 +30,7 @@
 
 // Layers, lowest first; a module imports only from layers below its own
 // (tests/layers.rs checks): support, value, rpc, call, exports, runtime,
-// transport, then the entry points (testing, bridge).
+// transport, then the entry points (testing, bridge, fuzz).
 mod bridge;
 mod call;
 mod exports;
@@ -42,6 +42,10 @@ mod value;
 
 #[cfg(feature = "testing")]
 pub mod testing;
+
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 
 #[cfg(feature = "tracing")]
 pub use bridge::tracing;

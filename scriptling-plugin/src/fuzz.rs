@@ -1,0 +1,33 @@
+//! Entry points for the coverage-guided fuzz targets in `fuzz/` (feature
+//! `fuzzing`, not a public API): each runs one decoder on arbitrary bytes
+//! and panics if an invariant breaks.
+
+use crate::rpc::{self, Frame, Message};
+use crate::value::{Value, codec};
+
+/// Decoding never panics; what decodes re-encodes, decodes to the same
+/// value, and encodes the same way again.
+pub fn value_round_trip(bytes: &[u8]) {
+    let Ok(value) = codec::decode::<Value>(bytes) else { return };
+    let text = serde_json::to_vec(&value).expect("a decoded value always encodes");
+    let again: Value = codec::decode(&text).expect("an encoded value always decodes");
+    assert_eq!(again, value);
+    assert_eq!(serde_json::to_vec(&again).expect("encodes"), text, "encoding is stable");
+}
+
+/// Classifying a line never panics, and a request's params are exactly
+/// where the dispatcher will look for them.
+pub fn frame(bytes: &[u8]) {
+    let messages = match rpc::parse_frame(bytes, 1_000) {
+        Frame::Single(message) => vec![message],
+        Frame::Batch(messages) => messages,
+    };
+    for message in messages {
+        if let Message::Request(request) = message {
+            let _ = rpc::Method::parse(request.method);
+            if let Some(params) = request.params {
+                assert_eq!(&bytes[rpc::span(bytes, params)], params.get().as_bytes());
+            }
+        }
+    }
+}
