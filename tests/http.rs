@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use scriptling_plugin::testing::example_path;
+use scriptling_plugin::testing::{HttpClient, example_path};
 use serde_json::{Value as J, json};
 
 /// A plugin process serving HTTP, stopped when dropped.
@@ -106,7 +106,7 @@ impl Drop for Served {
     }
 }
 
-/// One HTTP/1.1 request on a fresh connection: (status, headers, body).
+/// One HTTP/1.1 request on a fresh connection: (status, head, body).
 fn request(
     addr: SocketAddr,
     method: &str,
@@ -114,22 +114,16 @@ fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, String, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut all = vec![("Connection", "close")];
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
-        head.push_str("Content-Type: application/json\r\n");
+        all.push(("Content-Type", "application/json"));
     }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    let _ = stream.write_all(body);
-    read_response(&mut stream)
+    all.extend_from_slice(headers);
+    let response = HttpClient::new(addr).request(method, path, &all, body).unwrap();
+    (response.status, response.head, response.body)
 }
 
+/// Reads one response from a raw socket (for requests written by hand).
 fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
@@ -378,4 +372,317 @@ fn an_invalid_switch_is_a_clear_startup_error() {
         stderr.trim_end(),
         "Error: invalid transport configuration: SCRIPTLING_PLUGIN_TIMEOUT must be a positive number of seconds, got \"soon\""
     );
+}
+
+// ---- a server that can face a network -----------------------------------------
+
+fn raw(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream
+}
+
+/// Reads until the server closes the connection; returns how long it took.
+fn wait_closed(stream: &mut TcpStream) -> Duration {
+    let started = Instant::now();
+    let mut sink = [0u8; 1024];
+    loop {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => return started.elapsed(),
+            Ok(_) => {}
+        }
+    }
+}
+
+const HALF_A_HEADER: &[u8] = b"POST /json-rpc HTTP/1.1\r\nHost: x\r\nContent-Le";
+
+#[test]
+fn slow_headers_are_cut_off() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_HEADER_TIMEOUT", "0.3")]);
+    let mut slow = raw(served.addr);
+    slow.write_all(HALF_A_HEADER).unwrap();
+    let took = wait_closed(&mut slow);
+    assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5), "closed after {took:?}");
+}
+
+#[test]
+fn slow_bodies_get_408() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_BODY_TIMEOUT", "0.3")]);
+    let mut slow = raw(served.addr);
+    slow.write_all(b"POST /json-rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+        .unwrap();
+    let started = Instant::now();
+    let (status, _, body) = read_response(&mut slow);
+    assert_eq!(status, 408);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let err: J = serde_json::from_slice(&body).unwrap();
+    assert_eq!(err["error"]["message"], "the request body did not arrive within 300ms");
+}
+
+#[test]
+fn idle_keep_alive_connections_are_closed_but_long_requests_are_not_idle() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", "0.5")]);
+    let mut client = raw(served.addr);
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let head = format!(
+        "POST /json-rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        ping.len()
+    );
+    client.write_all(head.as_bytes()).unwrap();
+    client.write_all(ping).unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = client.read(&mut answer).unwrap();
+    assert!(String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"));
+    let took = wait_closed(&mut client);
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(5), "closed after {took:?}");
+    // A request handled for longer than the idle timeout is not idle.
+    let mut keep = HttpClient::new(served.addr);
+    let slow = json!({"jsonrpc":"2.0","id":2,"method":"function.call","params":{"name":"sleep_ms","args":[i(900)]}});
+    assert_eq!(keep.post("/json-rpc", slow.to_string().as_bytes()).unwrap().json()["result"], i(900));
+}
+
+#[test]
+fn connections_over_the_limit_get_503_at_once() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_MAX_CONNECTIONS", "5")]);
+    let mut idle: Vec<TcpStream> = (0..5).map(|_| raw(served.addr)).collect();
+    // Accepted in order: the sixth finds five open.
+    let mut sixth = raw(served.addr);
+    let started = Instant::now();
+    let (status, head, body) = read_response(&mut sixth);
+    assert_eq!(status, 503);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(head.contains("Retry-After: 1"), "{head}");
+    assert_eq!(body, b"too many connections; try again shortly");
+    // A slot frees when a connection closes.
+    drop(idle.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, _) =
+            request(served.addr, "POST", "/json-rpc", &[], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no slot freed up");
+    }
+}
+
+#[test]
+fn a_well_behaved_client_is_answered_promptly_beside_500_slow_ones() {
+    let served = Served::fixture(&[]);
+    let slow: Vec<TcpStream> = (0..500)
+        .map(|_| {
+            let mut s = raw(served.addr);
+            s.write_all(HALF_A_HEADER).unwrap();
+            s
+        })
+        .collect();
+    let mut client = HttpClient::new(served.addr);
+    for n in 0..20 {
+        let started = Instant::now();
+        let out = client.post("/json-rpc", br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(out.status, 200);
+        assert!(started.elapsed() < Duration::from_secs(1), "request {n} took {:?}", started.elapsed());
+    }
+    drop(slow);
+}
+
+/// CPU time (user + system) process `pid` has used, in clock ticks (Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn running_out_of_file_handles_backs_off_and_recovers() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    cmd.env("SCRIPTLING_PLUGIN_LISTEN", "127.0.0.1:0");
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 40, rlim_max: 40 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let served = Served::start(cmd);
+    let pid = served.child.id();
+    // More idle connections than the plugin has handles for.
+    let idle: Vec<TcpStream> = (0..60).map(|_| raw(served.addr)).collect();
+    served.wait_for_stderr("accepting a connection failed");
+    let before = cpu_ticks(pid);
+    let watched = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    // Spinning on accept used all of a core; backing off uses almost none.
+    assert!(used < 20, "{used} ticks of CPU in {:?}", watched.elapsed());
+    let reports = served.stderr().matches("accepting a connection failed").count();
+    assert!(reports <= 5, "{reports} reports:\n{}", served.stderr());
+    // Handles free up: serving recovers.
+    drop(idle);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = HttpClient::new(served.addr)
+            .timeout(Duration::from_secs(2))
+            .post("/json-rpc", br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        if out.is_ok_and(|r| r.status == 200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "serving did not recover");
+    }
+}
+
+#[test]
+fn a_wrong_token_is_refused_before_the_body_is_read_and_the_scheme_is_case_insensitive() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_TOKEN", "s3cret")]);
+    let mut stream = raw(served.addr);
+    stream
+        .write_all(b"POST /json-rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let (status, _, _) = read_response(&mut stream);
+    assert_eq!(status, 401);
+    assert!(started.elapsed() < Duration::from_secs(2), "answered without waiting for the body");
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let auth = format!("{scheme} s3cret");
+        assert_eq!(served.post_with(&[("Authorization", &auth)], ping).0, 200, "{scheme}");
+    }
+}
+
+/// Resident memory of process `pid`, in KiB (Linux).
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn client_ids_are_bounded_and_keep_no_state() {
+    let served = Served::fixture(&[]);
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let long = "c".repeat(257);
+    let (status, err) = served.post_with(&[("X-Scriptling-Client", &long)], ping);
+    assert_eq!(status, 431);
+    assert_eq!(err["error"]["message"], "invalid request: x-scriptling-client is longer than 256 bytes");
+    let mut client = HttpClient::new(served.addr);
+    let warm = |client: &mut HttpClient, range: std::ops::Range<usize>| {
+        for n in range {
+            let id = format!("{n:0>250}");
+            assert_eq!(client.request("POST", "/json-rpc", &[("X-Scriptling-Client", &id)], ping).unwrap().status, 200);
+        }
+    };
+    warm(&mut client, 0..500);
+    let before = rss_kib(served.child.id(), "VmRSS:");
+    warm(&mut client, 500..5_000);
+    let after = rss_kib(served.child.id(), "VmRSS:");
+    // 4 500 distinct 250-byte ids kept would be over a MiB with their maps.
+    assert!(after < before + 1024, "RSS {before} KiB -> {after} KiB");
+}
+
+#[test]
+fn objects_are_isolated_unguessable_and_errors_list_no_ids() {
+    let served = Served::example();
+    let new = br#"{"jsonrpc":"2.0","id":1,"method":"object.new","params":{"class":"Counter","args":[{"type":"int","value":1}]}}"#;
+    let alice =
+        served.post_with(&[("X-Scriptling-Client", "alice")], new).1["result"]["id"].as_str().unwrap().to_owned();
+    let other =
+        served.post_with(&[("X-Scriptling-Client", "alice")], new).1["result"]["id"].as_str().unwrap().to_owned();
+    for id in [&alice, &other] {
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    assert_ne!(alice, other);
+    let inc = |client: &[(&str, &str)], method: &str, id: &str| {
+        let body =
+            json!({"jsonrpc":"2.0","id":2,"method":method,"params":{"object_id": id, "method":"inc","args":[i(1)]}});
+        served.post_with(client, body.to_string().as_bytes()).1
+    };
+    for mallory in [&[("X-Scriptling-Client", "mallory")][..], &[]] {
+        let err = inc(mallory, "object.call_method", &alice);
+        let message = err["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            format!("unknown object {alice} (it does not exist, has been destroyed, or belongs to another client)")
+        );
+        assert!(!message.contains(&other), "no other id is listed");
+        assert_eq!(inc(mallory, "object.destroy", &alice)["result"], J::Null);
+    }
+    assert_eq!(inc(&[("X-Scriptling-Client", "alice")], "object.call_method", &alice)["result"], i(2), "still alive");
+}
+
+#[test]
+fn idle_objects_expire_with_their_hooks_and_objects_in_use_stay() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_OBJECT_TTL", "0.6")]);
+    let new = |name: &str| {
+        let body = json!({"jsonrpc":"2.0","id":1,"method":"object.new","params":{"class":"Resource","args":[s(name)]}});
+        served.post(&body.to_string()).1["result"]["id"].as_str().unwrap().to_owned()
+    };
+    let (forgotten, kept) = (new("forgotten"), new("kept"));
+    let hold = |id: &str| {
+        let body = json!({"jsonrpc":"2.0","id":1,"method":"object.call_method","params":{"object_id": id, "method":"hold","args":[i(0)]}});
+        served.post(&body.to_string()).1
+    };
+    // Used every 200 ms, `kept` never idles for 600 ms.
+    let until = Instant::now() + Duration::from_millis(1_800);
+    while Instant::now() < until {
+        assert_eq!(hold(&kept)["result"], i(0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    served.wait_for_stderr("fixture: closed forgotten");
+    assert!(!served.stderr().contains("fixture: closed kept"));
+    assert!(hold(&forgotten)["error"]["message"].as_str().unwrap().starts_with("unknown object"));
+}
+
+#[test]
+fn a_timed_out_batch_element_alone_carries_the_timeout() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_TIMEOUT", "0.3")]);
+    let (status, out) = served.post(concat!(
+        r#"[{"jsonrpc":"2.0","id":"slow","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":2000}]}},"#,
+        r#"{"jsonrpc":"2.0","id":"quick","method":"ping"}]"#
+    ));
+    assert_eq!(status, 200);
+    assert_eq!(
+        out,
+        json!([
+            {"jsonrpc": "2.0", "id": "slow", "error": {"code": -32000, "message": "function.call: the request did not finish within 300ms"}},
+            {"jsonrpc": "2.0", "id": "quick", "result": {"status": "ok"}}
+        ])
+    );
+}
+
+fn ping_batch(size: usize) -> String {
+    let items: Vec<String> = (0..size).map(|n| format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#)).collect();
+    format!("[{}]", items.join(","))
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn batches_are_capped_and_memory_goes_back_after_big_ones() {
+    let served = Served::fixture(&[]);
+    let (status, out) = served.post(&ping_batch(100_001));
+    assert_eq!(status, 200);
+    assert_eq!(out["error"]["message"], "invalid request: a batch may hold at most 100000 requests");
+    let pid = served.child.id();
+    let batch = ping_batch(100_000);
+    let size_kib = batch.len() as u64 / 1024;
+    assert_eq!(served.post(&batch).1.as_array().map(Vec::len), Some(100_000));
+    let settled = rss_kib(pid, "VmRSS:");
+    let peak_before = rss_kib(pid, "VmHWM:");
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| assert_eq!(served.post(&batch).1.as_array().map(Vec::len), Some(100_000)));
+        }
+    });
+    let peak = rss_kib(pid, "VmHWM:");
+    let after = rss_kib(pid, "VmRSS:");
+    // Four batches at once peak within a small multiple of their bodies...
+    assert!(peak.saturating_sub(peak_before) < 4 * 8 * size_kib, "peak {peak_before} -> {peak} KiB");
+    // ...and what they took goes back.
+    assert!(after < settled + 2 * size_kib, "RSS settled at {settled} KiB, {after} KiB after");
 }

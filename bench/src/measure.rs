@@ -296,44 +296,17 @@ fn churn(raw: &mut Raw<'_>, cycles: usize) -> Option<f64> {
 /// HTTP load: requests/s of `greet` with `clients` keep-alive connections,
 /// each sending `per_client` requests one after another.
 pub fn http_load(addr: std::net::SocketAddr, clients: usize, per_client: usize) -> Option<f64> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#;
-    let request = format!(
-        "POST /json-rpc HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#;
     let start = Instant::now();
     let ok = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|_| {
-                let request = request.as_bytes();
                 scope.spawn(move || -> Option<()> {
-                    let stream = std::net::TcpStream::connect(addr).ok()?;
-                    stream.set_nodelay(true).ok()?;
-                    let mut writer = stream.try_clone().ok()?;
-                    let mut reader = BufReader::new(stream);
-                    let mut line = String::new();
-                    let mut body = Vec::new();
+                    let mut client = scriptling_plugin::testing::HttpClient::new(addr);
                     for _ in 0..per_client {
-                        writer.write_all(request).ok()?;
-                        let mut length = 0usize;
-                        line.clear();
-                        reader.read_line(&mut line).ok()?;
-                        if !line.starts_with("HTTP/1.1 200") {
+                        if client.post("/json-rpc", body).ok()?.status != 200 {
                             return None;
                         }
-                        loop {
-                            line.clear();
-                            reader.read_line(&mut line).ok()?;
-                            if line == "\r\n" {
-                                break;
-                            }
-                            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                                length = v.trim().parse().ok()?;
-                            }
-                        }
-                        body.resize(length, 0);
-                        reader.read_exact(&mut body).ok()?;
                     }
                     Some(())
                 })

@@ -11,6 +11,9 @@ use crate::rpc::{self, Id};
 use crate::runtime::dispatch::{Done, Outcome};
 use crate::support::lock;
 
+/// Batches at least this long give back the memory they freed when done.
+const LARGE: usize = 10_000;
+
 /// Receives the batch's answer array, or `None` when it owes no answers.
 pub(crate) type Finish = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
 
@@ -71,7 +74,11 @@ impl Batch {
         let Some(finish) = state.finish.take() else { return };
         let answers = std::mem::take(&mut state.answers);
         drop(state);
+        let large = answers.len() >= LARGE;
         finish(frame(answers));
+        if large {
+            crate::support::return_freed_memory();
+        }
     }
 }
 

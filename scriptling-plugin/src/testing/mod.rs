@@ -46,6 +46,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use serde_json::value::RawValue;
 
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "http")]
+pub use http::{HttpClient, HttpResponse};
+
 use crate::call::link::Link;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
