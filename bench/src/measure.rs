@@ -294,25 +294,60 @@ fn churn(raw: &mut Raw<'_>, cycles: usize) -> Option<f64> {
 }
 
 /// HTTP load: requests/s of `greet` with `clients` keep-alive connections,
-/// each sending `per_client` requests one after another.
-pub fn http_load(addr: std::net::SocketAddr, clients: usize, per_client: usize) -> Option<f64> {
+/// each sending `per_client` requests one after another, and the 99th
+/// percentile of their latencies in microseconds.
+pub fn http_load(addr: std::net::SocketAddr, clients: usize, per_client: usize) -> Option<(f64, f64)> {
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#;
     let start = Instant::now();
-    let ok = std::thread::scope(|scope| {
+    let latencies = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|_| {
-                scope.spawn(move || -> Option<()> {
+                scope.spawn(move || -> Option<Vec<Duration>> {
                     let mut client = scriptling_plugin::testing::HttpClient::new(addr);
+                    let mut latencies = Vec::with_capacity(per_client);
                     for _ in 0..per_client {
+                        let sent = Instant::now();
                         if client.post("/json-rpc", body).ok()?.status != 200 {
                             return None;
                         }
+                        latencies.push(sent.elapsed());
                     }
-                    Some(())
+                    Some(latencies)
                 })
             })
             .collect();
-        workers.into_iter().all(|w| w.join().ok().flatten().is_some())
-    });
-    ok.then(|| (clients * per_client) as f64 / start.elapsed().as_secs_f64())
+        workers.into_iter().map(|w| w.join().ok().flatten()).collect::<Option<Vec<_>>>()
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut all: Vec<Duration> = latencies.into_iter().flatten().collect();
+    all.sort_unstable();
+    let p99 = percentile(&all, 0.99).as_secs_f64() * 1e6;
+    Some(((clients * per_client) as f64 / elapsed, p99))
+}
+
+/// Opens `n` connections that each send half a request header and then
+/// nothing: slow (or hostile) clients holding connections open. Keep the
+/// returned sockets alive for as long as they should stay open.
+pub fn slow_connections(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .filter_map(|_| {
+            let mut stream = std::net::TcpStream::connect(addr).ok()?;
+            stream.write_all(b"POST /json-rpc HTTP/1.1\r\nHost: slow\r\nContent-Le").ok()?;
+            Some(stream)
+        })
+        .collect()
+}
+
+/// Raises this process's soft limit on open files to its hard limit (the
+/// slow-connections run needs thousands).
+pub fn raise_file_limit() {
+    // SAFETY: getrlimit/setrlimit read and write a struct we own.
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
