@@ -130,13 +130,13 @@ impl Function {
     /// reported before anything runs) and returns the future to await.
     ///
     /// ```
-    /// use scriptling_plugin::{Args, CallError, Function};
+    /// use scriptling_plugin::{Args, Function};
     ///
     /// let slow = Function::new_async("slow_double", |args: &mut Args| {
     ///     let n: i64 = args.take(0)?;
     ///     Ok(async move {
     ///         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    ///         Ok::<_, CallError>(n * 2)
+    ///         Ok(n * 2)
     ///     })
     /// })
     /// .param("n");

@@ -34,6 +34,32 @@ use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Json<T>(pub T);
 
+/// A `Json<T>` reads as the `T` inside:
+///
+/// ```
+/// use scriptling_plugin::Json;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Options { limit: usize }
+///
+/// fn limit(options: &Json<Options>) -> usize {
+///     options.limit
+/// }
+/// assert_eq!(limit(&Json(Options { limit: 3 })), 3);
+/// ```
+impl<T> std::ops::Deref for Json<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Json<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 impl<T: DeserializeOwned> FromValue for Json<T> {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         let json = to_json(value)?;

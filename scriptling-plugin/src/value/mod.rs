@@ -137,6 +137,21 @@ pub struct ObjectRef {
     pub id: String,
 }
 
+impl ObjectRef {
+    /// A reference to object `id` of `class` in `library`.
+    ///
+    /// ```
+    /// use scriptling_plugin::{ObjectRef, Value};
+    ///
+    /// // What a test host sends for an instance argument:
+    /// let arg = Value::Remote(ObjectRef::new("plugin.hello", "Counter", "1"));
+    /// assert_eq!(arg.type_name(), "object");
+    /// ```
+    pub fn new(library: impl Into<String>, class: impl Into<String>, id: impl Into<String>) -> Self {
+        Self { library: library.into(), class: class.into(), id: id.into() }
+    }
+}
+
 impl Value {
     /// The Scriptling-facing name of this value's type, as used in error
     /// messages: `None`, `bool`, `int`, `float`, `string`, `list`, `dict`,
