@@ -106,6 +106,25 @@ impl<R: BufRead, W: Write> Floor<R, W> {
         write!(self.out, r#","args":[{{"type":"int","value":{i}}}]}}}}"#)?;
         self.out.write_all(b"\n")?;
         self.out.flush()?;
+        self.await_response(id, line)
+    }
+
+    /// Sends one `host.log` record and reads until the host acknowledges
+    /// it: what keeps a call's records in order, and before its answer,
+    /// under a host that handles requests concurrently.
+    fn log(&mut self, i: i64, line: &mut Vec<u8>) -> io::Result<()> {
+        self.next_request += 1;
+        let id = self.next_request;
+        writeln!(
+            self.out,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"host.log","params":{{"level":"info","message":"burst","args":[{{"type":"string","value":"i"}},{{"type":"int","value":{i}}}]}}}}"#
+        )?;
+        self.out.flush()?;
+        self.await_response(id, line)
+    }
+
+    /// Reads lines until the response to request `id` arrives.
+    fn await_response(&mut self, id: u64, line: &mut Vec<u8>) -> io::Result<()> {
         loop {
             line.clear();
             if self.input.read_until(b'\n', line)? == 0 {
@@ -172,16 +191,11 @@ impl<R: BufRead, W: Write> Floor<R, W> {
                         }
                         "log_burst" => {
                             let n = int_arg(&call.args, 0);
+                            let id = req.id.map(ToOwned::to_owned);
                             for i in 0..n {
-                                self.next_request += 1;
-                                writeln!(
-                                    self.out,
-                                    r#"{{"jsonrpc":"2.0","id":{},"method":"host.log","params":{{"level":"info","message":"burst","args":[{{"type":"string","value":"i"}},{{"type":"int","value":{i}}}]}}}}"#,
-                                    self.next_request
-                                )?;
-                                self.out.flush()?;
+                                self.log(i, &mut scratch)?;
                             }
-                            self.respond(req.id, &format!(r#"{{"type":"int","value":{n}}}"#))?;
+                            self.respond(id.as_deref(), &format!(r#"{{"type":"int","value":{n}}}"#))?;
                         }
                         other => self.error(req.id, &format!("unknown function {other}"))?,
                     }

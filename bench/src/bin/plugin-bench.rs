@@ -6,6 +6,9 @@
 //! plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]
 //!     measure the floor plugin and the SDK plugin side by side, N runs
 //!     interleaved, and print medians, ratios and the targets
+//! plugin-bench pipeline PLUGIN...
+//!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
+//!     rounds (a quick comparison, and a steady load to profile)
 //! plugin-bench http [PLUGIN] [--runs N] [--quick] [--json]
 //!     serve PLUGIN (default: the SDK plugin) over HTTP on loopback and
 //!     measure requests/s and p99 latency with 1 and 16 keep-alive clients,
@@ -25,6 +28,8 @@ use scriptling_plugin_bench::measure::{
 struct Args {
     command: String,
     plugin: Option<PathBuf>,
+    /// Every plugin path given (`pipeline` compares several).
+    plugins: Vec<PathBuf>,
     floor: Option<PathBuf>,
     sdk: Option<PathBuf>,
     runs: usize,
@@ -35,7 +40,16 @@ struct Args {
 fn parse() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or("missing command: run or compare")?;
-    let mut args = Args { command, plugin: None, floor: None, sdk: None, runs: 3, sizes: Sizes::FULL, json: false };
+    let mut args = Args {
+        command,
+        plugin: None,
+        plugins: Vec::new(),
+        floor: None,
+        sdk: None,
+        runs: 3,
+        sizes: Sizes::FULL,
+        json: false,
+    };
     let mut soak = false;
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -45,7 +59,10 @@ fn parse() -> Result<Args, String> {
             "--runs" => args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?,
             "--floor" => args.floor = Some(it.next().ok_or("--floor needs a path")?.into()),
             "--sdk" => args.sdk = Some(it.next().ok_or("--sdk needs a path")?.into()),
-            other if !other.starts_with('-') && args.plugin.is_none() => args.plugin = Some(other.into()),
+            other if !other.starts_with('-') => {
+                args.plugins.push(other.into());
+                args.plugin.get_or_insert_with(|| other.into());
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -256,6 +273,20 @@ fn main() -> ExitCode {
         }
         "compare" => compare(&args),
         "http" => http(&args),
+        "pipeline" => {
+            let total = if args.sizes.sequential < Sizes::FULL.sequential { 20_000 } else { 300_000 };
+            for round in 1..=5 {
+                for plugin in &args.plugins {
+                    match scriptling_plugin_bench::measure::pipeline_only(plugin, total) {
+                        Some((rate, p50)) => {
+                            println!("round {round} {:<40} {rate:>12.0} calls/s  p50 {p50:>7.2} µs", plugin.display());
+                        }
+                        None => println!("round {round} {:<40} failed", plugin.display()),
+                    }
+                }
+            }
+            ExitCode::SUCCESS
+        }
         other => {
             eprintln!("plugin-bench: unknown command {other}; use run or compare");
             ExitCode::from(2)

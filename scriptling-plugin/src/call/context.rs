@@ -151,6 +151,20 @@ thread_local! {
     static BLOCKING: RefCell<Option<Arc<dyn BlockingHook>>> = const { RefCell::new(None) };
 }
 
+/// Runs `wait`, a wait for the host that is not a call's (reading its
+/// next line), telling this thread's pool so it can lend the thread's place.
+pub(crate) fn waiting_on_host<R>(wait: impl FnOnce() -> R) -> R {
+    let hook = BLOCKING.with(|b| b.borrow().clone());
+    if let Some(hook) = &hook {
+        hook.enter();
+    }
+    let result = wait();
+    if let Some(hook) = &hook {
+        hook.exit();
+    }
+    result
+}
+
 /// Declares the pool that owns this thread (set once by each pool thread).
 pub(crate) fn set_blocking_hook(hook: Arc<dyn BlockingHook>) {
     BLOCKING.with(|b| *b.borrow_mut() = Some(hook));

@@ -29,7 +29,7 @@ use crate::call::objects::{self, Entry};
 use crate::exports::core::Core;
 use crate::exports::function::{Args, CallOutcome, Function, Handler, Signature};
 use crate::rpc::{self, ErrorCode, Method, RpcError};
-use crate::runtime::inflight::InFlight;
+use crate::runtime::inflight::{InFlight, InFlightGuard};
 use crate::runtime::panic::CatchUnwind;
 use crate::runtime::pool::{self, Job, SyncPool};
 use crate::support::panic_message;
@@ -139,10 +139,50 @@ impl Dispatcher {
         self.inflight.wait_idle(limit).await
     }
 
+    /// Counts as a request in flight until dropped: held by a transport
+    /// between reading requests and dispatching them, so shutdown cannot
+    /// slip in between.
+    pub(crate) fn hold(&self) -> InFlightGuard {
+        self.inflight.enter()
+    }
+
+    /// Runs work on the dispatcher's sync pool.
+    pub(crate) fn submit(&self, job: Box<dyn Job>) {
+        self.pool.submit(job);
+    }
+
+    /// Lends `job` to the pool while this thread runs something else (see
+    /// `SyncPool::defer`); [`reclaim`](Self::reclaim) takes it back.
+    pub(crate) fn defer(&self, job: Box<dyn Job>) {
+        self.pool.defer(job);
+    }
+
+    /// Takes a lent job back, unless another thread has taken it.
+    pub(crate) fn reclaim(&self) -> Option<Box<dyn Job>> {
+        self.pool.reclaim()
+    }
+
+    /// Whether this pool thread is the only one not waiting on the host, at
+    /// the pool's limit (see `SyncPool::saturated`).
+    pub(crate) fn saturated(&self) -> bool {
+        self.pool.saturated()
+    }
+
     /// Runs one request for `owner` (HTTP's client, `None` on stdio); `done`
     /// gets its outcome exactly once, on whichever thread finishes it.
     /// `plugin.shutdown` belongs to the transport and never comes here.
     pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
+        self.dispatch_on(request, owner, done, false);
+    }
+
+    /// Like [`dispatch`](Self::dispatch), but a call is prepared (and a sync
+    /// handler run) right here: for a pool thread that just read the
+    /// request and has handed the reading on.
+    pub(crate) fn dispatch_here(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
+        self.dispatch_on(request, owner, done, true);
+    }
+
+    fn dispatch_on(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done, here: bool) {
         let guard = self.inflight.enter();
         let done: Done = Box::new(move |outcome| {
             done(outcome);
@@ -159,6 +199,10 @@ impl Dispatcher {
             Method::Unknown(name) => {
                 done(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
             }
+            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy if here => {
+                pool::enter_runtime();
+                self.run(request, owner, Place::Pool, done);
+            }
             Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => {
                 let job = CallJob { dispatcher: Arc::clone(self), request, owner, done };
                 self.pool.submit(Box::new(job));
@@ -168,10 +212,13 @@ impl Dispatcher {
 
     /// Parses, looks up and runs a call: on a pool thread, or (`Elsewhere`)
     /// on the runtime when the pool cannot take it.
-    fn run(self: &Arc<Self>, request: &Incoming, owner: Option<Arc<str>>, place: Place, done: Done) {
-        let method = &request.method;
+    fn run(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, place: Place, done: Done) {
         let call = Call { owner, place };
-        let result = match parse_params(method, request.params()) {
+        let parsed = parse_params(&request.method, request.params());
+        let method = request.method;
+        // The frame (perhaps a 16 MiB line) is not needed past this point.
+        drop(request.frame);
+        let result = match parsed {
             Ok(params) => match method {
                 Method::FunctionCall => self.function_call(params, call, done),
                 Method::ObjectNew => self.object_new(params, call, done),
@@ -404,7 +451,8 @@ struct CallJob {
 impl Job for CallJob {
     fn run(self: Box<Self>) {
         let CallJob { dispatcher, request, owner, done } = *self;
-        dispatcher.run(&request, owner, Place::Pool, done);
+        pool::enter_runtime();
+        dispatcher.run(request, owner, Place::Pool, done);
     }
 
     /// Every sync thread waits on the host: prepare the call on the runtime
@@ -412,7 +460,7 @@ impl Job for CallJob {
     fn refuse(self: Box<Self>, reason: String) {
         let CallJob { dispatcher, request, owner, done } = *self;
         let runtime = dispatcher.link.runtime().clone();
-        runtime.spawn(async move { dispatcher.run(&request, owner, Place::Elsewhere(reason), done) });
+        runtime.spawn(async move { dispatcher.run(request, owner, Place::Elsewhere(reason), done) });
     }
 }
 

@@ -14,7 +14,13 @@
 //!   count are runnable (a handler that computes for long keeps the cores
 //!   busy, and more threads would only compete for them);
 //! - after each job a worker spins briefly ([`SPIN`]) for the next one, so
-//!   back-to-back requests need no thread wake-up.
+//!   back-to-back requests need no thread wake-up;
+//! - a job can be *deferred* (the stdio reading, lent while the thread that
+//!   read a request runs it): the pool hands it to another thread only once
+//!   it has waited [`GRACE`] (a spinning worker takes it then; the watchdog
+//!   within [`STALL`] otherwise), or at once if the lending thread starts
+//!   waiting on the host. The lender takes it back if nobody did: a quick
+//!   request is read and run on one thread, with no hand-over at all.
 //!
 //! The pool never grows past `max_threads`. When every one of those threads
 //! is waiting on the host, queued work can only run once the host answers,
@@ -43,6 +49,10 @@ use crate::support::{lock, panic_message};
 const STALL: Duration = Duration::from_millis(1);
 /// How long a worker spins for new work after finishing a job.
 const SPIN: Duration = Duration::from_micros(50);
+/// How long a deferred job waits before another thread may take it.
+const GRACE: Duration = Duration::from_micros(50);
+/// How long the watchdog keeps ticking after the last sign of work.
+const ACTIVE: Duration = Duration::from_millis(100);
 /// How long an idle worker waits before leaving (one always stays).
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 
@@ -53,6 +63,13 @@ pub(crate) trait Job: Send {
     /// The job will never run: all the pool's threads are waiting on the
     /// host. Called instead of `run`, on whichever thread noticed.
     fn refuse(self: Box<Self>, reason: String);
+    /// Whether the job must run however busy the pool is (reading the
+    /// host's input: the answers the waiting threads need arrive through
+    /// it). Such a job is never refused; it gets a thread beyond the limit
+    /// if it must.
+    fn essential(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) struct SyncPool {
@@ -69,6 +86,17 @@ struct Shared {
     watch: Condvar,
     /// Queue length, for the spinner to peek at without the lock.
     queued: AtomicUsize,
+    /// Running workers whose job is waiting on the host (atomic, so a
+    /// thread starting or stopping such a wait takes the lock only when
+    /// work is queued).
+    on_host: AtomicUsize,
+    /// Threads past `max_threads` exist (rare): the saturation check must
+    /// look closer.
+    beyond_limit: std::sync::atomic::AtomicBool,
+    /// When the deferred job becomes due, in nanoseconds since `epoch`
+    /// (0: none), for the spinner to watch without the lock.
+    deferred_due: std::sync::atomic::AtomicU64,
+    epoch: Instant,
     /// Set once the runtime is built (stdio starts reading before that, so
     /// the handshake does not wait for it).
     runtime: Option<Arc<OnceLock<Handle>>>,
@@ -76,9 +104,11 @@ struct Shared {
     max_threads: usize,
 }
 
+type Queue = VecDeque<Box<dyn Job>>;
+
 #[derive(Default)]
 struct State {
-    queue: VecDeque<Box<dyn Job>>,
+    queue: Queue,
     workers: usize,
     /// Workers parked on `work`.
     idle: usize,
@@ -86,12 +116,15 @@ struct State {
     notified: usize,
     /// Workers running a job.
     running: usize,
-    /// Running workers whose job is waiting on the host.
-    on_host: usize,
     /// One worker at a time may spin waiting for work.
     spinning: bool,
     /// Jobs started so far: the watchdog's measure of progress.
     started: u64,
+    /// The deferred job, if any, and when it becomes due.
+    deferred: Option<(Box<dyn Job>, Instant)>,
+    /// Jobs deferred so far: with `started`, the watchdog's sign of activity.
+    defers: u64,
+    /// The watchdog is waiting with no deadline (the pool was idle).
     watchdog_waiting: bool,
     closed: bool,
 }
@@ -116,6 +149,10 @@ impl SyncPool {
             work: Condvar::new(),
             watch: Condvar::new(),
             queued: AtomicUsize::new(0),
+            on_host: AtomicUsize::new(0),
+            beyond_limit: std::sync::atomic::AtomicBool::new(false),
+            deferred_due: std::sync::atomic::AtomicU64::new(0),
+            epoch: Instant::now(),
             runtime,
             parallelism: parallelism.max(1),
             max_threads: max_threads.max(1),
@@ -134,12 +171,12 @@ impl SyncPool {
         let shared = &self.shared;
         let mut st = lock(&shared.state);
         st.queue.push_back(job);
-        shared.queued.store(st.queue.len(), Ordering::Release);
+        shared.queued.store(st.queue.len(), Ordering::SeqCst);
         if !st.spinning && st.notified == 0 {
             if st.idle > 0 {
                 st.notified += 1;
                 shared.work.notify_one();
-            } else if st.running - st.on_host < shared.parallelism {
+            } else if st.running.saturating_sub(shared.on_host()) < shared.parallelism {
                 spawn_worker(shared, &mut st);
             }
         }
@@ -150,11 +187,49 @@ impl SyncPool {
         shared.refuse_if_starved(st);
     }
 
+    /// Holds `job` back for [`GRACE`]: after that a spinning worker (or the
+    /// watchdog, within [`STALL`]) runs it, or at once if the calling thread
+    /// starts waiting on the host. At most one job is deferred at a time.
+    pub(crate) fn defer(&self, job: Box<dyn Job>) {
+        let shared = &self.shared;
+        let due = Instant::now() + GRACE;
+        let mut st = lock(&shared.state);
+        debug_assert!(st.deferred.is_none(), "one deferred job at a time");
+        st.deferred = Some((job, due));
+        st.defers += 1;
+        shared.deferred_due.store(shared.nanos(due).max(1), Ordering::Release);
+        if st.watchdog_waiting {
+            st.watchdog_waiting = false;
+            shared.watch.notify_one();
+        }
+    }
+
+    /// Takes the deferred job back if nobody has started it.
+    pub(crate) fn reclaim(&self) -> Option<Box<dyn Job>> {
+        let shared = &self.shared;
+        let mut st = lock(&shared.state);
+        let (job, _) = st.deferred.take()?;
+        shared.deferred_due.store(0, Ordering::Release);
+        Some(job)
+    }
+
+    /// Whether every thread but the calling one (a pool thread running a
+    /// job) is waiting on the host and the pool is at its limit: a call
+    /// taken now could only run on a thread past the limit.
+    pub(crate) fn saturated(&self) -> bool {
+        let shared = &self.shared;
+        if !shared.beyond_limit.load(Ordering::Acquire) {
+            return false;
+        }
+        let st = lock(&shared.state);
+        st.workers > shared.max_threads && shared.on_host() + 1 >= st.running
+    }
+
     /// Counts for tests and reports: (threads, running, waiting on host, queued).
     #[cfg(test)]
     fn counts(&self) -> (usize, usize, usize, usize) {
         let st = lock(&self.shared.state);
-        (st.workers, st.running, st.on_host, st.queue.len())
+        (st.workers, st.running, self.shared.on_host(), st.queue.len())
     }
 }
 
@@ -167,19 +242,54 @@ impl Drop for SyncPool {
 }
 
 impl Shared {
+    fn on_host(&self) -> usize {
+        self.on_host.load(Ordering::SeqCst)
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Moves the deferred job to the queue's front (it is due, or its
+    /// lender blocked); the caller then finds it a thread.
+    fn release_deferred(&self, st: &mut State) -> bool {
+        let Some((job, _)) = st.deferred.take() else { return false };
+        self.deferred_due.store(0, Ordering::Release);
+        st.queue.push_front(job);
+        self.queued.store(st.queue.len(), Ordering::SeqCst);
+        true
+    }
+
+    /// Takes the deferred job if it is due.
+    fn take_due(&self, st: &mut State) -> Option<Box<dyn Job>> {
+        if st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now()) {
+            self.deferred_due.store(0, Ordering::Release);
+            return st.deferred.take().map(|(job, _)| job);
+        }
+        None
+    }
+
     /// Refuses the queued jobs when no thread can ever take them without
     /// the host answering first: every thread is busy, the pool is full,
     /// and every busy thread is waiting on the host.
-    fn refuse_if_starved(&self, mut st: MutexGuard<'_, State>) {
+    fn refuse_if_starved(self: &Arc<Self>, mut st: MutexGuard<'_, State>) {
         let starved =
-            !st.queue.is_empty() && st.free() == 0 && st.workers >= self.max_threads && st.on_host == st.running;
+            !st.queue.is_empty() && st.free() == 0 && st.workers >= self.max_threads && self.on_host() >= st.running;
         if !starved {
             return;
         }
-        let refused: Vec<Box<dyn Job>> = st.queue.drain(..).collect();
-        self.queued.store(0, Ordering::Release);
-        let threads = st.workers;
+        let (essential, refused): (Queue, Queue) = st.queue.drain(..).partition(|job| job.essential());
+        st.queue = essential;
+        self.queued.store(st.queue.len(), Ordering::Release);
+        if !st.queue.is_empty() && st.notified == 0 {
+            // Beyond the limit: nothing else can run it.
+            spawn_worker_beyond_limit(self, &mut st);
+        }
+        let threads = self.max_threads;
         drop(st);
+        if refused.is_empty() {
+            return;
+        }
         let reason = format!(
             "the plugin cannot take this call now: all {threads} of its threads for sync handlers are waiting for \
              the host to answer callbacks, and this call could only run after one of them is answered \
@@ -210,20 +320,34 @@ struct PoolThread(Arc<Shared>);
 impl BlockingHook for PoolThread {
     fn enter(&self) {
         let shared = &self.0;
+        // Paired with `submit`, which publishes the queue length before it
+        // reads `on_host`: one of the two always sees the other.
+        shared.on_host.fetch_add(1, Ordering::SeqCst);
+        if shared.queued.load(Ordering::SeqCst) == 0 && shared.deferred_due.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let mut st = lock(&shared.state);
-        st.on_host += 1;
+        // A job this thread deferred cannot wait for it any more.
+        shared.release_deferred(&mut st);
         shared.cover_queue(&mut st);
         shared.refuse_if_starved(st);
     }
 
     fn exit(&self) {
-        lock(&self.0.state).on_host -= 1;
+        self.0.on_host.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 fn spawn_worker(shared: &Arc<Shared>, st: &mut State) {
     if st.workers >= shared.max_threads {
         return;
+    }
+    spawn_worker_beyond_limit(shared, st);
+}
+
+fn spawn_worker_beyond_limit(shared: &Arc<Shared>, st: &mut State) {
+    if st.workers >= shared.max_threads {
+        shared.beyond_limit.store(true, Ordering::Release);
     }
     let me = Arc::clone(shared);
     let spawned = std::thread::Builder::new().name("scriptling-plugin-sync".into()).spawn(move || work(&me));
@@ -249,8 +373,45 @@ impl Drop for Registered<'_> {
     }
 }
 
+/// A pool thread's runtime, and the guard that makes it current once a job
+/// needs it.
+type ThreadRuntime = (Option<Arc<OnceLock<Handle>>>, Option<tokio::runtime::EnterGuard<'static>>);
+
+thread_local! {
+    static RUNTIME: std::cell::RefCell<ThreadRuntime> = const { std::cell::RefCell::new((None, None)) };
+}
+
+/// Makes the pool's runtime current on this thread, waiting the moment it
+/// takes to be built (so handlers can use `tokio::spawn` and
+/// `Handle::current()`). Threads start without it: reading the host's
+/// input, and answering the handshake, need no runtime.
+pub(crate) fn enter_runtime() {
+    RUNTIME.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.1.is_some() {
+            return;
+        }
+        let Some(cell) = slot.0.clone() else { return };
+        // One handle per pool thread, kept for the thread's life.
+        let handle: &'static Handle = Box::leak(Box::new(cell.wait().clone()));
+        slot.1 = Some(handle.enter());
+    });
+}
+
+/// Leaves the runtime when the pool thread ends, before thread-locals are
+/// torn down (tokio's own may already be gone by the time ours is).
+struct LeaveRuntime;
+
+impl Drop for LeaveRuntime {
+    fn drop(&mut self) {
+        let guard = RUNTIME.with(|slot| slot.borrow_mut().1.take());
+        drop(guard);
+    }
+}
+
 fn work(shared: &Arc<Shared>) {
-    let _runtime = shared.runtime.as_ref().map(|cell| cell.wait().enter());
+    RUNTIME.with(|slot| slot.borrow_mut().0.clone_from(&shared.runtime));
+    let _leave = LeaveRuntime;
     context::set_blocking_hook(Arc::new(PoolThread(Arc::clone(shared))));
     let slot =
         Arc::new(Slot { thread: ThreadState::of_this_thread(), running: std::sync::atomic::AtomicBool::new(false) });
@@ -259,13 +420,20 @@ fn work(shared: &Arc<Shared>) {
     let mut st = lock(&shared.state);
     st.notified = st.notified.saturating_sub(1);
     loop {
-        if let Some(job) = st.queue.pop_front() {
+        let next = match st.queue.pop_front() {
+            Some(job) => Some(job),
+            None => shared.take_due(&mut st),
+        };
+        if let Some(job) = next {
             shared.queued.store(st.queue.len(), Ordering::Release);
             st.started += 1;
             st.running += 1;
             // More work and nobody else awake for it: bring in one more
             // worker, up to the core count.
-            if !st.queue.is_empty() && !st.spinning && st.notified == 0 && st.running - st.on_host < shared.parallelism
+            if !st.queue.is_empty()
+                && !st.spinning
+                && st.notified == 0
+                && st.running.saturating_sub(shared.on_host()) < shared.parallelism
             {
                 if st.idle > 0 {
                     st.notified += 1;
@@ -296,7 +464,7 @@ fn work(shared: &Arc<Shared>) {
             spin_for_work(shared);
             st = lock(&shared.state);
             st.spinning = false;
-            if !st.queue.is_empty() {
+            if !st.queue.is_empty() || st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now()) {
                 continue;
             }
         }
@@ -313,9 +481,16 @@ fn work(shared: &Arc<Shared>) {
 }
 
 fn spin_for_work(shared: &Shared) {
-    let deadline = Instant::now() + SPIN;
+    static EXPERIMENT: OnceLock<Duration> = OnceLock::new();
+    let spin = *EXPERIMENT
+        .get_or_init(|| std::env::var("SPIN_US").ok().and_then(|v| v.parse().ok()).map_or(SPIN, Duration::from_micros));
+    let deadline = Instant::now() + spin;
     let mut turns = 0u32;
-    while shared.queued.load(Ordering::Acquire) == 0 {
+    let due = |shared: &Shared| {
+        let due = shared.deferred_due.load(Ordering::Acquire);
+        due != 0 && shared.nanos(Instant::now()) >= due
+    };
+    while shared.queued.load(Ordering::Acquire) == 0 && !due(shared) {
         std::hint::spin_loop();
         turns = turns.wrapping_add(1);
         if turns.is_multiple_of(64) {
@@ -328,16 +503,40 @@ fn spin_for_work(shared: &Shared) {
 }
 
 /// Adds a worker whenever queued work stops making progress and the cores
-/// are not all busy computing (some worker is blocked in a slow handler).
+/// are not all busy computing (some worker is blocked in a slow handler),
+/// and hands a deferred job that has come due to a thread when no spinning
+/// worker took it.
+///
+/// While the pool is busy it ticks every [`STALL`] (deferred jobs come and
+/// go many thousand times a second without telling it); idle, it waits to
+/// be told of new work.
 fn watch(shared: &Arc<Shared>) {
     let mut st = lock(&shared.state);
+    let mut seen = (st.started, st.defers);
+    let mut last_active = Instant::now();
     loop {
         if st.closed {
             return;
         }
+        if (st.started, st.defers) != seen {
+            seen = (st.started, st.defers);
+            last_active = Instant::now();
+        }
+        let due = st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now());
+        if due && !st.spinning && st.notified == 0 && shared.release_deferred(&mut st) {
+            shared.cover_queue(&mut st);
+            if st.notified == 0 && st.free() == 0 {
+                // The reading must go on, past the limit if need be.
+                spawn_worker_beyond_limit(shared, &mut st);
+            }
+        }
         if st.queue.is_empty() {
-            st.watchdog_waiting = true;
-            st = shared.watch.wait(st).unwrap_or_else(|p| p.into_inner());
+            if st.deferred.is_none() && last_active.elapsed() > ACTIVE {
+                st.watchdog_waiting = true;
+                st = shared.watch.wait(st).unwrap_or_else(|p| p.into_inner());
+            } else {
+                st = shared.watch.wait_timeout(st, STALL).unwrap_or_else(|p| p.into_inner()).0;
+            }
             continue;
         }
         let started = st.started;
@@ -573,6 +772,41 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
         assert!(started.elapsed() < Duration::from_millis(500), "blocked jobs overlapped: {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_deferred_job_is_taken_back_if_quick_and_run_elsewhere_if_not() {
+        let pool = SyncPool::new(None, 2, 8);
+        let (tx, rx) = mpsc::channel();
+        // Quick: the lender takes it back before anyone else runs it.
+        let ran = tx.clone();
+        pool.defer(task(move || ran.send("deferred ran").unwrap()));
+        assert!(pool.reclaim().is_some());
+        assert!(pool.reclaim().is_none());
+        // Slow: nobody reclaims it, so the watchdog runs it within a few ticks.
+        let started = Instant::now();
+        pool.defer(task(move || tx.send("deferred ran").unwrap()));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "deferred ran");
+        assert!(started.elapsed() >= GRACE, "not before its grace: {:?}", started.elapsed());
+        assert!(pool.reclaim().is_none(), "taken by then");
+    }
+
+    #[test]
+    fn a_lender_that_waits_on_the_host_gives_up_its_deferred_job_at_once() {
+        let pool = Arc::new(SyncPool::new(None, 2, 8));
+        let (tx, rx) = mpsc::channel();
+        let lender = Arc::clone(&pool);
+        pool.submit(task(move || {
+            let ran = tx.clone();
+            lender.defer(task(move || ran.send(Instant::now()).unwrap()));
+            let call = crate::call::context::CallState::new("f".into());
+            let waiting = call.wait_on_host();
+            let blocked_at = Instant::now();
+            let taken_at: Instant = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            drop(waiting);
+            assert!(taken_at.duration_since(blocked_at) < Duration::from_millis(500));
+        }));
+        wait_for(&pool, |(_, running, _, queued)| running == 0 && queued == 0);
     }
 
     #[test]

@@ -23,6 +23,12 @@ impl<R: Read> LineReader<R> {
         Self { inner: BufReader::with_capacity(64 * 1024, inner), max }
     }
 
+    /// Whether the next line is already read in full (so `next` will not
+    /// wait for the host).
+    pub(crate) fn has_line(&self) -> bool {
+        self.inner.buffer().contains(&b'\n')
+    }
+
     /// Reads the next non-blank line into `buf`. A line over the limit is
     /// discarded as it streams past, never buffered whole.
     pub(crate) fn next(&mut self, buf: &mut Vec<u8>) -> io::Result<Line> {

@@ -1,14 +1,27 @@
 //! The stdio transport: one host, over stdin and stdout.
 //!
 //! ```text
-//! stdin ─► reader thread ─► classify ─┬─ answer to our request ─► its waiter
-//!                                     ├─ plugin.shutdown ─► the session
-//!                                     └─ request ─► Dispatcher ─► pool / task
+//! stdin ─► reading pool thread ─► classify ─┬─ answer to our request ─► its waiter
+//!            │ hands the reading on         ├─ plugin.shutdown ─► the session
+//!            ▼ to the next pool thread,     └─ request ─► run right here (sync)
+//!              then runs the request                      or as a task (async)
 //! stdout ◄─ FrameWriter (queued in order, coalesced) ◄─ answers, callbacks, logs
 //! ```
 //!
-//! stdin is read on a dedicated thread so that a handler waiting for the
-//! host's answer to a callback can never block the reader that delivers it.
+//! Reading is a job on the sync pool that one thread at a time holds. The
+//! thread that reads a request runs it itself, lending the reading to the
+//! pool meanwhile: if the request is quick (most are), the thread takes the
+//! reading back and reads on, as a single-threaded server would; if it is
+//! slow, another pool thread takes the reading over after a short grace
+//! (50 µs, at most a millisecond when no thread is spinning), and at once if
+//! the request waits on the host. So a request never moves between threads,
+//! and a slow or waiting handler never holds up the requests behind it or
+//! the answers its own callbacks wait for. Reading is the one job the pool
+//! never refuses: it gets a thread even past the limit.
+//!
+//! Requests the host sent together (several lines already read) are
+//! answered together: their answers are held back until the input runs dry
+//! and leave in one write.
 //!
 //! The session ends on `plugin.shutdown`, on stdin's end, or on the first
 //! SIGINT or SIGTERM (for plugins served with `run` or `serve_stdio`):
@@ -23,12 +36,13 @@ pub(crate) mod lines;
 pub(crate) mod writer;
 
 use std::io::{Read, Write};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::value::RawValue;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::call::context;
 use crate::call::link::{HostChannel, Link};
 use crate::call::objects::ObjectTable;
 use crate::call::outgoing::Outgoing;
@@ -37,6 +51,8 @@ use crate::exports::error::ServeError;
 use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError};
 use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Done, Incoming, Outcome};
+use crate::runtime::pool::Job;
+use crate::support::lock;
 use crate::transport::signals::{Signal, Signals};
 use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::stdio::writer::{Frame, FrameWriter};
@@ -87,15 +103,15 @@ impl Session {
             Link::new(Arc::clone(&core.library), ObjectTable::sequential(), classes, Some(host), Arc::clone(&runtime));
         let max_frame = core.options.max_frame_bytes;
         let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
-        let reader = Reader {
+        let reader = Arc::new(Reader {
             dispatcher: Arc::clone(&dispatcher),
             writer: Arc::clone(&writer),
             outgoing: Arc::clone(&outgoing),
             control: control_tx.clone(),
-        };
-        std::thread::Builder::new()
-            .name("scriptling-plugin-stdin".into())
-            .spawn(move || reader.run(LineReader::new(input, max_frame)))?;
+        });
+        let reading = Reading { lines: LineReader::new(input, max_frame), buf: Vec::new() };
+        let job = ReadJob { reader, reading: Arc::new(Mutex::new(reading)) };
+        dispatcher.submit(Box::new(job));
         Ok(Session { dispatcher, writer, outgoing, control, control_tx })
     }
 
@@ -160,7 +176,7 @@ impl Session {
     }
 }
 
-/// The stdin side of a session.
+/// What the reading needs, shared by every turn of it.
 struct Reader {
     dispatcher: Arc<Dispatcher>,
     writer: Arc<FrameWriter>,
@@ -168,48 +184,119 @@ struct Reader {
     control: mpsc::UnboundedSender<Control>,
 }
 
-impl Reader {
-    fn run<R: Read>(self, mut lines: LineReader<R>) {
-        let mut buf = Vec::new();
+/// The reading of stdin, as a pool job: see the module docs. Only one
+/// exists at a time (in a thread's hands, lent, or queued).
+struct ReadJob<R> {
+    reader: Arc<Reader>,
+    reading: Arc<Mutex<Reading<R>>>,
+}
+
+/// The input and the buffer its lines are read into.
+struct Reading<R> {
+    lines: LineReader<R>,
+    buf: Vec<u8>,
+}
+
+impl<R: Read + Send + 'static> Job for ReadJob<R> {
+    fn run(self: Box<Self>) {
+        let reader = Arc::clone(&self.reader);
+        // What a thread that ran a slow request held back leaves now.
+        reader.writer.flush();
+        let _hold = reader.writer.hold();
         loop {
-            // A host that reads our answers slowly gets its requests read slowly.
-            self.writer.wait_for_room();
-            match lines.next(&mut buf) {
-                Ok(Line::Frame) => self.line(&mut buf),
-                Ok(Line::TooLong(len)) => {
-                    let max = self.dispatcher.core().options.max_frame_bytes;
-                    let message =
-                        format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
-                    self.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+            let frame = {
+                let mut reading = lock(&self.reading);
+                let Reading { lines, buf } = &mut *reading;
+                let buffered = lines.has_line();
+                if !buffered {
+                    // The input ran dry: answer what was held before waiting.
+                    reader.writer.flush();
                 }
-                Ok(Line::Eof) => break,
-                Err(e) => {
-                    eprintln!("scriptling-plugin: reading from the host failed: {e}");
-                    break;
+                // A host that reads our answers slowly gets its requests read slowly.
+                reader.writer.wait_for_room();
+                // Blocked on the host's input, this thread takes no place in
+                // the pool (and a pool at its limit counts it as waiting on the host).
+                let next = if buffered { lines.next(buf) } else { context::waiting_on_host(|| lines.next(buf)) };
+                match next {
+                    Ok(Line::Frame) => take_line(buf),
+                    Ok(Line::TooLong(len)) => {
+                        let max = reader.dispatcher.core().options.max_frame_bytes;
+                        let message = format!(
+                            "invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes"
+                        );
+                        reader.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+                        continue;
+                    }
+                    Ok(Line::Eof) => break,
+                    Err(e) => {
+                        eprintln!("scriptling-plugin: reading from the host failed: {e}");
+                        break;
+                    }
+                }
+            };
+            let max_batch = reader.dispatcher.core().options.max_batch_len;
+            match rpc::parse_frame((*frame).as_ref(), max_batch) {
+                // Answers to our own requests, and lines that are not
+                // requests, are dealt with here; the reading goes on.
+                Parsed::Single(Message::Response(response)) => reader.route(&response),
+                Parsed::Single(Message::Invalid(id, error)) => reader.error(id, &error),
+                // Every other thread waits on the host, at the limit: this
+                // one keeps reading, and the request goes to the pool, which
+                // serves async handlers and refuses sync ones at once.
+                requests if reader.dispatcher.saturated() => reader.run(&frame, requests, false),
+                requests => {
+                    // In flight from now, so an EOF read by another thread
+                    // cannot end the session before it is dispatched.
+                    let held = reader.dispatcher.hold();
+                    let lent = ReadJob { reader: Arc::clone(&reader), reading: Arc::clone(&self.reading) };
+                    reader.dispatcher.defer(Box::new(lent));
+                    reader.run(&frame, requests, true);
+                    drop(held);
+                    if reader.dispatcher.reclaim().is_none() {
+                        // The request was slow: another thread reads now.
+                        return;
+                    }
                 }
             }
         }
-        let _ = self.control.send(Control::Eof);
+        let _ = reader.control.send(Control::Eof);
     }
 
-    fn line(&self, buf: &mut Vec<u8>) {
-        let frame: Bytes =
-            if buf.len() >= MOVE_LINES_FROM { Arc::new(std::mem::take(buf)) } else { Arc::new(buf.clone()) };
-        let max_batch = self.dispatcher.core().options.max_batch_len;
-        match rpc::parse_frame((*frame).as_ref(), max_batch) {
+    fn refuse(self: Box<Self>, _reason: String) {
+        unreachable!("the reading is essential: the pool never refuses it")
+    }
+
+    fn essential(&self) -> bool {
+        true
+    }
+}
+
+/// The line in `buf`, as a frame requests can keep: a large one is moved
+/// out whole, a small one copied (and `buf` kept for the next line).
+fn take_line(buf: &mut Vec<u8>) -> Bytes {
+    if buf.len() >= MOVE_LINES_FROM { Arc::new(std::mem::take(buf)) } else { Arc::new(buf.clone()) }
+}
+
+impl Reader {
+    /// Runs what a line asked for: a single call on this thread if `here`,
+    /// otherwise on the pool.
+    fn run(&self, frame: &Bytes, parsed: Parsed<'_>, here: bool) {
+        match parsed {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                let incoming = Incoming::new(&frame, &request);
+                let incoming = Incoming::new(frame, &request);
                 let done = self.answer(id);
                 if incoming.method == Method::Shutdown {
                     self.shutdown(vec![done]);
+                } else if here {
+                    self.dispatcher.dispatch_here(incoming, None, done);
                 } else {
                     self.dispatcher.dispatch(incoming, None, done);
                 }
             }
             Parsed::Single(Message::Response(response)) => self.route(&response),
             Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
-            Parsed::Batch(messages) => self.batch(&frame, messages),
+            Parsed::Batch(messages) => self.batch(frame, messages),
         }
     }
 
@@ -218,7 +305,7 @@ impl Reader {
         let writer = Arc::clone(&self.writer);
         let batch = Batch::new(Box::new(move |array| {
             if let Some(array) = array {
-                writer.send(Frame::Line(array));
+                writer.send_answer(Frame::Line(array));
             }
         }));
         let mut shutdowns = Vec::new();
@@ -269,7 +356,7 @@ impl Reader {
         let Some(id) = id else { return Box::new(|_| {}) };
         let writer = Arc::clone(&self.writer);
         Box::new(move |outcome: Outcome| {
-            writer.send(match outcome {
+            writer.send_answer(match outcome {
                 // Written from where it was serialised: no copy of a large result.
                 Ok(result) => Frame::Parts(rpc::result_head(&id), result, rpc::RESULT_TAIL),
                 Err(error) => {

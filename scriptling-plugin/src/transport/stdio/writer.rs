@@ -13,7 +13,12 @@
 //!   stdout: every other thread queues its frame and moves on, so no thread
 //!   is held (and none is started) for a slow reader. The reader of stdin
 //!   instead waits for room ([`FrameWriter::wait_for_room`]) before taking
-//!   more requests, which bounds the memory queued frames can take.
+//!   more requests, which bounds the memory queued frames can take;
+//! - a thread that is working through requests the host sent together can
+//!   hold back the frames it sends ([`FrameWriter::hold`]) until its input
+//!   runs dry, so they leave in one write: a write to a pipe costs more than
+//!   answering a small call, and every one wakes the host. Frames sent by
+//!   other threads are never held, and take the held ones with them.
 
 use std::io::{IoSlice, Write};
 use std::mem;
@@ -26,6 +31,14 @@ use crate::support::lock;
 
 /// Queued bytes above which the stdin reader stops taking requests.
 const HIGH_WATER: usize = 64 << 20;
+/// Held frames are written anyway past this many bytes or frames.
+const HOLD_BYTES: usize = 256 << 10;
+const HOLD_FRAMES: usize = 256;
+
+thread_local! {
+    /// Whether this thread's frames are being held (see [`FrameWriter::hold`]).
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 /// Slices handed to one `writev` (Linux's `IOV_MAX` is 1024).
 const MAX_SLICES: usize = 1024;
 
@@ -61,11 +74,15 @@ pub(crate) struct FrameWriter {
     /// Signalled whenever the active writer finishes a round.
     written: Condvar,
     failed: AtomicBool,
+    /// `Queue::bytes`, readable without the lock.
+    backlog: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
 struct Queue {
     frames: Vec<Frame>,
+    /// An empty vector kept for the next writer.
+    spare: Vec<Frame>,
     /// Bytes queued or being written.
     bytes: usize,
     /// Someone is writing; it will take what is queued.
@@ -79,29 +96,72 @@ impl FrameWriter {
             queue: Mutex::new(Queue::default()),
             written: Condvar::new(),
             failed: AtomicBool::new(false),
+            backlog: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
     /// Queues `frame`, and writes the queue if nobody else is.
     pub(crate) fn send(&self, frame: Frame) {
+        self.queue_frame(frame, false);
+    }
+
+    /// Like [`send`](Self::send) for an answer, which this thread may be
+    /// holding back (see [`hold`](Self::hold)). Requests to the host are
+    /// never held: a handler waits for their answers.
+    pub(crate) fn send_answer(&self, frame: Frame) {
+        self.queue_frame(frame, HOLDING.with(std::cell::Cell::get));
+    }
+
+    fn queue_frame(&self, frame: Frame, hold: bool) {
         let mut queue = lock(&self.queue);
         queue.bytes += frame.len();
+        self.backlog.store(queue.bytes, Ordering::Relaxed);
         queue.frames.push(frame);
-        if queue.writing {
+        let held = hold && queue.bytes < HOLD_BYTES && queue.frames.len() < HOLD_FRAMES;
+        if queue.writing || held {
             return;
         }
+        self.write_queue(queue);
+    }
+
+    /// Writes whatever is queued (the frames a thread held back).
+    pub(crate) fn flush(&self) {
+        let queue = lock(&self.queue);
+        if queue.writing || queue.frames.is_empty() {
+            return;
+        }
+        self.write_queue(queue);
+    }
+
+    /// Holds back the answers this thread sends until the guard is dropped
+    /// (or [`flush`](Self::flush) is called), bounded by [`HOLD_BYTES`] and
+    /// [`HOLD_FRAMES`]. For a thread answering requests that arrived
+    /// together; the held frames leave in one write.
+    pub(crate) fn hold(&self) -> Hold<'_> {
+        HOLDING.with(|h| h.set(true));
+        Hold(self)
+    }
+
+    /// Writes the queue as the one active writer; `queue` is locked and
+    /// nobody else is writing.
+    fn write_queue<'a>(&'a self, mut queue: std::sync::MutexGuard<'a, Queue>) {
         queue.writing = true;
+        // Frames taken out are written from a second vector, swapped back
+        // each round, so a steady stream allocates nothing here.
+        let mut frames = mem::take(&mut queue.spare);
         loop {
-            let frames = mem::take(&mut queue.frames);
+            mem::swap(&mut frames, &mut queue.frames);
             drop(queue);
             let bytes: usize = frames.iter().map(Frame::len).sum();
             self.write(&frames);
-            drop(frames);
+            frames.clear();
             queue = lock(&self.queue);
             queue.bytes -= bytes;
+            self.backlog.store(queue.bytes, Ordering::Relaxed);
             self.written.notify_all();
             if queue.frames.is_empty() {
                 queue.writing = false;
+                queue.spare = frames;
                 return;
             }
         }
@@ -128,6 +188,9 @@ impl FrameWriter {
     /// Blocks while more than the high-water mark is waiting to be written
     /// (the host is reading slowly).
     pub(crate) fn wait_for_room(&self) {
+        if self.backlog.load(Ordering::Relaxed) <= HIGH_WATER {
+            return;
+        }
         let mut queue = lock(&self.queue);
         while queue.bytes > HIGH_WATER && !self.failed.load(Ordering::Relaxed) {
             queue = self.written.wait(queue).unwrap_or_else(|p| p.into_inner());
@@ -144,6 +207,16 @@ impl FrameWriter {
             queue = self.written.wait_timeout(queue, left).unwrap_or_else(|p| p.into_inner()).0;
         }
         true
+    }
+}
+
+/// Holds a thread's frames back while alive (see [`FrameWriter::hold`]).
+pub(crate) struct Hold<'a>(&'a FrameWriter);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+        self.0.flush();
     }
 }
 
@@ -234,6 +307,47 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Records each write call's bytes separately.
+    #[derive(Clone, Default)]
+    struct Writes(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            let n = joined.len();
+            lock(&self.0).push(joined);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn held_answers_leave_together_and_requests_are_never_held() {
+        let writes = Writes::default();
+        let writer = FrameWriter::new(Box::new(writes.clone()));
+        let hold = writer.hold();
+        for i in 0..3 {
+            writer.send_answer(Frame::Line(format!("answer {i}").into_bytes()));
+        }
+        assert!(lock(&writes.0).is_empty(), "held");
+        // A request to the host goes at once, and takes the held answers along.
+        writer.send(Frame::Line(b"callback".to_vec()));
+        assert_eq!(lock(&writes.0).as_slice(), [b"answer 0\nanswer 1\nanswer 2\ncallback\n".to_vec()]);
+        writer.send_answer(Frame::Line(b"answer 3".to_vec()));
+        assert_eq!(lock(&writes.0).len(), 1);
+        drop(hold);
+        assert_eq!(lock(&writes.0)[1], b"answer 3\n");
+        // Without a hold, an answer goes at once.
+        writer.send_answer(Frame::Line(b"answer 4".to_vec()));
+        assert_eq!(lock(&writes.0).len(), 3);
     }
 
     #[test]
