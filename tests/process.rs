@@ -64,6 +64,50 @@ fn shutdown_finishes_in_flight_calls_then_answers_and_exits_zero_without_stdin_c
     assert_eq!(status.code(), Some(0));
 }
 
+/// Runs the fixture with stdin read from a file holding `input`: every
+/// line is waiting before the plugin starts (so the first is served on the
+/// main thread, before any other thread exists). Returns stdout's lines.
+fn run_fixture_on_file(input: &str) -> (Vec<J>, Option<i32>) {
+    let path = std::env::temp_dir().join(format!("scriptling-plugin-input-{}-{}", std::process::id(), input.len()));
+    std::fs::write(&path, input).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
+        .stdin(std::fs::File::open(&path).unwrap())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let lines = String::from_utf8(output.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (lines, output.status.code())
+}
+
+#[test]
+fn input_waiting_at_start_is_served_whole_from_the_first_line_on() {
+    let call = |id: u32, name: &str, n: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"function.call","params":{{"name":"{name}","args":[{{"type":"int","value":{n}}}]}}}}"#
+        )
+    };
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"scriptling.handshake","params":{"protocol":"1.0"}}"#.to_owned(),
+        call(1, "sleep_ms", 1),
+        call(2, "async_sleep_ms", 1),
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#.to_owned(),
+    ];
+    let (out, code) = run_fixture_on_file(&(lines.join("\n") + "\n"));
+    assert_eq!(code, Some(0));
+    let mut ids: Vec<u64> = out.iter().map(|f| f["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [0, 1, 2, 3], "{out:?}");
+    assert!(out.iter().all(|f| f.get("error").is_none()), "{out:?}");
+    assert_eq!(out.iter().find(|f| f["id"] == 0).unwrap()["result"]["protocol"], "1.0");
+
+    // A first line that is not the handshake, and input that is empty.
+    let (out, code) = run_fixture_on_file(&(call(7, "sleep_ms", 1) + "\n"));
+    assert_eq!((out.len(), code), (1, Some(0)));
+    assert_eq!(out[0]["result"], json!({"type": "int", "value": 1}));
+    assert_eq!(run_fixture_on_file(""), (vec![], Some(0)));
+}
+
 #[test]
 fn stdin_eof_exits_zero_promptly() {
     let host = fixture();

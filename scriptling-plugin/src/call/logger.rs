@@ -284,14 +284,19 @@ fn send_unordered(link: &Link, record: Record) {
 /// Runs `respond` once the host has acknowledged every record the call
 /// wrote, or after `bound` at the latest (then the rest are sent without
 /// waiting). Runs it at once when nothing is outstanding.
-pub(crate) fn settle(call: &Arc<CallState>, link: &Arc<Link>, bound: Duration, respond: Box<dyn FnOnce() + Send>) {
+pub(crate) fn settle(
+    call: &Arc<CallState>,
+    link: &Arc<Link>,
+    bound: Duration,
+    respond: impl FnOnce() + Send + 'static,
+) {
     let mut state = lock(&call.logs.state);
     if !state.in_flight {
         state.released = true;
         drop(state);
         return respond();
     }
-    state.waiting = Some(respond);
+    state.waiting = Some(Box::new(respond));
     drop(state);
     let (call, link) = (Arc::clone(call), Arc::clone(link));
     link.runtime().clone().spawn(async move {

@@ -110,7 +110,7 @@ impl Dispatcher {
     /// A dispatcher for `core`, whose calls reach `link`. Sync handlers run
     /// on a pool of its own, inside `runtime` once it is set.
     pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Arc<OnceLock<Handle>>) -> Arc<Self> {
-        let pool = SyncPool::new(Some(runtime), pool::parallelism(), core.options.max_sync_threads);
+        let pool = SyncPool::new(Some(runtime), None, core.options.max_sync_threads);
         Arc::new(Self { core, link, pool, inflight: Arc::new(InFlight::default()), closing: AtomicBool::new(false) })
     }
 
@@ -385,7 +385,7 @@ impl Dispatcher {
             let link = Arc::clone(&self.link);
             let bound = self.core.options.log_ack_timeout;
             move |call: &Arc<CallState>, outcome: Outcome| {
-                logger::settle(call, &link, bound, Box::new(move || done(outcome)));
+                logger::settle(call, &link, bound, move || done(outcome));
             }
         };
         let signature = Arc::clone(&function.signature);

@@ -100,8 +100,12 @@ struct Shared {
     /// Set once the runtime is built (stdio starts reading before that, so
     /// the handshake does not wait for it).
     runtime: Option<Arc<OnceLock<Handle>>>,
-    parallelism: usize,
+    /// Asked of the system only when a second worker is considered: the
+    /// question reads cgroup files, which the first answer need not wait for.
+    parallelism: OnceLock<usize>,
     max_threads: usize,
+    /// Started with the first worker, not with the pool, for the same reason.
+    watchdog: std::sync::Once,
 }
 
 type Queue = VecDeque<Box<dyn Job>>;
@@ -141,8 +145,9 @@ impl SyncPool {
     /// use `tokio::spawn` and `Handle::current()`).
     ///
     /// `parallelism` is the number of workers that pull work at once under
-    /// load (the core count); `max_threads` the most it will ever run.
-    pub(crate) fn new(runtime: Option<Arc<OnceLock<Handle>>>, parallelism: usize, max_threads: usize) -> Self {
+    /// load (`None`: the core count, asked when first needed); `max_threads`
+    /// the most it will ever run.
+    pub(crate) fn new(runtime: Option<Arc<OnceLock<Handle>>>, parallelism: Option<usize>, max_threads: usize) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             slots: Mutex::new(Vec::new()),
@@ -154,14 +159,10 @@ impl SyncPool {
             deferred_due: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
             runtime,
-            parallelism: parallelism.max(1),
+            parallelism: parallelism.map(|n| OnceLock::from(n.max(1))).unwrap_or_default(),
             max_threads: max_threads.max(1),
+            watchdog: std::sync::Once::new(),
         });
-        // Started eagerly: starting it from the first `submit` (on the reader
-        // thread) measurably slowed every later call (sequential p50 ~22 µs
-        // -> ~35 µs in the benchmark), for reasons not yet understood.
-        let watchdog = Arc::clone(&shared);
-        let _ = std::thread::Builder::new().name("scriptling-plugin-watchdog".into()).spawn(move || watch(&watchdog));
         SyncPool { shared }
     }
 
@@ -176,7 +177,7 @@ impl SyncPool {
             if st.idle > 0 {
                 st.notified += 1;
                 shared.work.notify_one();
-            } else if st.running.saturating_sub(shared.on_host()) < shared.parallelism {
+            } else if shared.below_parallelism(st.running) {
                 spawn_worker(shared, &mut st);
             }
         }
@@ -185,6 +186,7 @@ impl SyncPool {
             shared.watch.notify_one();
         }
         shared.refuse_if_starved(st);
+        start_watchdog(shared);
     }
 
     /// Holds `job` back for [`GRACE`]: after that a spinning worker (or the
@@ -202,6 +204,8 @@ impl SyncPool {
             st.watchdog_waiting = false;
             shared.watch.notify_one();
         }
+        drop(st);
+        start_watchdog(shared);
     }
 
     /// Takes the deferred job back if nobody has started it.
@@ -242,6 +246,18 @@ impl Drop for SyncPool {
 }
 
 impl Shared {
+    /// Workers that pull work at once under load (the core count).
+    fn parallelism(&self) -> usize {
+        *self.parallelism.get_or_init(parallelism)
+    }
+
+    /// Whether another worker may be brought in while `running` run: the
+    /// first never waits for the core count.
+    fn below_parallelism(&self, running: usize) -> bool {
+        let busy = running.saturating_sub(self.on_host());
+        busy == 0 || busy < self.parallelism()
+    }
+
     fn on_host(&self) -> usize {
         self.on_host.load(Ordering::SeqCst)
     }
@@ -430,11 +446,7 @@ fn work(shared: &Arc<Shared>) {
             st.running += 1;
             // More work and nobody else awake for it: bring in one more
             // worker, up to the core count.
-            if !st.queue.is_empty()
-                && !st.spinning
-                && st.notified == 0
-                && st.running.saturating_sub(shared.on_host()) < shared.parallelism
-            {
+            if !st.queue.is_empty() && !st.spinning && st.notified == 0 && shared.below_parallelism(st.running) {
                 if st.idle > 0 {
                     st.notified += 1;
                     shared.work.notify_one();
@@ -510,6 +522,17 @@ fn spin_for_work(shared: &Shared) {
 /// While the pool is busy it ticks every [`STALL`] (deferred jobs come and
 /// go many thousand times a second without telling it); idle, it waits to
 /// be told of new work.
+/// Starts the pool's watchdog, once: from the first `submit` or `defer`,
+/// after the work they bring has a thread. (Started from the old reader
+/// thread instead, it once slowed every later call, sequential p50
+/// ~22 µs -> ~35 µs, for reasons never understood.)
+fn start_watchdog(shared: &Arc<Shared>) {
+    shared.watchdog.call_once(|| {
+        let watchdog = Arc::clone(shared);
+        let _ = std::thread::Builder::new().name("scriptling-plugin-watchdog".into()).spawn(move || watch(&watchdog));
+    });
+}
+
 fn watch(shared: &Arc<Shared>) {
     let mut st = lock(&shared.state);
     let mut seen = (st.started, st.defers);
@@ -547,7 +570,7 @@ fn watch(shared: &Arc<Shared>) {
         drop(st);
         let computing = runnable_workers(shared);
         st = lock(&shared.state);
-        if computing >= shared.parallelism || st.queue.is_empty() || st.notified != 0 {
+        if computing >= shared.parallelism() || st.queue.is_empty() || st.notified != 0 {
             continue;
         }
         if st.idle > 0 {
@@ -648,7 +671,7 @@ mod tests {
 
     #[test]
     fn runs_every_job() {
-        let pool = SyncPool::new(None, 2, 64);
+        let pool = SyncPool::new(None, Some(2), 64);
         let (tx, rx) = mpsc::channel();
         for i in 0..1000 {
             let tx = tx.clone();
@@ -661,7 +684,7 @@ mod tests {
 
     #[test]
     fn blocked_workers_do_not_hold_up_other_jobs() {
-        let pool = SyncPool::new(None, 2, 64);
+        let pool = SyncPool::new(None, Some(2), 64);
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let release_rx = Arc::new(Mutex::new(release_rx));
         // More blocked jobs than cores.
@@ -697,7 +720,7 @@ mod tests {
 
     #[test]
     fn threads_waiting_on_the_host_lend_their_place_at_once() {
-        let pool = SyncPool::new(None, 1, 64);
+        let pool = SyncPool::new(None, Some(1), 64);
         let gate = Arc::new((Mutex::new(false), Condvar::new()));
         for _ in 0..20 {
             pool.submit(on_host(&gate));
@@ -715,7 +738,7 @@ mod tests {
 
     #[test]
     fn when_every_thread_waits_on_the_host_new_work_is_refused_at_once() {
-        let pool = SyncPool::new(None, 1, 4);
+        let pool = SyncPool::new(None, Some(1), 4);
         let gate = Arc::new((Mutex::new(false), Condvar::new()));
         for _ in 0..4 {
             pool.submit(on_host(&gate));
@@ -739,7 +762,7 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn jobs_that_compute_for_long_add_no_threads_jobs_that_block_do() {
-        let pool = SyncPool::new(None, 2, 64);
+        let pool = SyncPool::new(None, Some(2), 64);
         let (tx, rx) = mpsc::channel();
         // Twenty jobs that each compute for 20 ms: the cores are busy, so
         // the watchdog must not add threads for them.
@@ -776,7 +799,7 @@ mod tests {
 
     #[test]
     fn a_deferred_job_is_taken_back_if_quick_and_run_elsewhere_if_not() {
-        let pool = SyncPool::new(None, 2, 8);
+        let pool = SyncPool::new(None, Some(2), 8);
         let (tx, rx) = mpsc::channel();
         // Quick: the lender takes it back before anyone else runs it.
         let ran = tx.clone();
@@ -793,7 +816,7 @@ mod tests {
 
     #[test]
     fn a_lender_that_waits_on_the_host_gives_up_its_deferred_job_at_once() {
-        let pool = Arc::new(SyncPool::new(None, 2, 8));
+        let pool = Arc::new(SyncPool::new(None, Some(2), 8));
         let (tx, rx) = mpsc::channel();
         let lender = Arc::clone(&pool);
         pool.submit(task(move || {
@@ -811,7 +834,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_leaves_the_counts_right() {
-        let pool = SyncPool::new(None, 2, 8);
+        let pool = SyncPool::new(None, Some(2), 8);
         for _ in 0..10 {
             pool.submit(task(|| panic!("job panic")));
         }

@@ -64,9 +64,11 @@ impl Plugin {
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
         // The reader starts before the runtime is built, so the host's
-        // handshake is answered while the runtime's threads are starting.
+        // handshake is answered while the runtime's threads are starting; a
+        // handshake already waiting is answered before any thread starts.
         let runtime = Arc::new(OnceLock::new());
-        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime))?;
+        let first_here = stdio::input_waiting();
+        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime), first_here)?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());
         let result = rt.block_on(session.finish(signals));
@@ -104,7 +106,7 @@ impl Plugin {
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
         let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
-        Session::start(Arc::new(core), std::io::stdin(), out, runtime)?.finish(signals).await
+        Session::start(Arc::new(core), std::io::stdin(), out, runtime, false)?.finish(signals).await
     }
 }
 

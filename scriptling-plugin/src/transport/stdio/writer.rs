@@ -87,6 +87,9 @@ struct Queue {
     bytes: usize,
     /// Someone is writing; it will take what is queued.
     writing: bool,
+    /// Threads waiting on `written` (a condvar signal is a system call even
+    /// with nobody waiting, so it is sent only to someone).
+    waiters: usize,
 }
 
 impl FrameWriter {
@@ -158,7 +161,9 @@ impl FrameWriter {
             queue = lock(&self.queue);
             queue.bytes -= bytes;
             self.backlog.store(queue.bytes, Ordering::Relaxed);
-            self.written.notify_all();
+            if queue.waiters > 0 {
+                self.written.notify_all();
+            }
             if queue.frames.is_empty() {
                 queue.writing = false;
                 queue.spare = frames;
@@ -193,7 +198,9 @@ impl FrameWriter {
         }
         let mut queue = lock(&self.queue);
         while queue.bytes > HIGH_WATER && !self.failed.load(Ordering::Relaxed) {
+            queue.waiters += 1;
             queue = self.written.wait(queue).unwrap_or_else(|p| p.into_inner());
+            queue.waiters -= 1;
         }
     }
 
@@ -204,7 +211,9 @@ impl FrameWriter {
         let mut queue = lock(&self.queue);
         while queue.bytes > 0 && !self.failed.load(Ordering::Relaxed) {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            queue.waiters += 1;
             queue = self.written.wait_timeout(queue, left).unwrap_or_else(|p| p.into_inner()).0;
+            queue.waiters -= 1;
         }
         true
     }
