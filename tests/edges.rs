@@ -538,6 +538,26 @@ fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
     assert!(grown < 8 * size_kib, "a {size_kib} KiB batch grew the peak by {grown} KiB");
 }
 
+#[test]
+#[cfg(target_os = "linux")]
+fn a_large_payload_is_not_kept_while_its_call_runs() {
+    let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
+    host.handshake().unwrap();
+    let resident = |payload: String| match host.call("resident_kib", [Value::from(payload)]).unwrap() {
+        Value::Int(kib) => kib,
+        other => panic!("{other:?}"),
+    };
+    let idle = resident(String::new());
+    let mib: i64 = 16;
+    let held = resident("x".repeat(16 << 20));
+    // While the handler runs, it holds its argument (16 MiB); the request's
+    // line (another 16 MiB) was let go once the arguments were parsed.
+    let grown_mib = (held - idle) / 1024;
+    assert!(grown_mib < mib + mib / 2, "{grown_mib} MiB resident for a {mib} MiB argument");
+    host.shutdown().unwrap();
+    host.wait(WAIT).unwrap();
+}
+
 // ---- compatibility with scripts written for the Go SDK -------------------------------
 
 #[test]

@@ -4,6 +4,8 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+
+use crate::support::NameMap;
 use std::sync::Arc;
 
 use crate::call::error::CallError;
@@ -324,8 +326,8 @@ pub(crate) struct ClassEntry {
     /// What the object table needs to know of it.
     pub(crate) info: Arc<ClassInfo>,
     pub(crate) constructor: Function,
-    pub(crate) methods: HashMap<String, Function>,
-    pub(crate) properties: HashMap<String, PropertyEntry>,
+    pub(crate) methods: NameMap<Function>,
+    pub(crate) properties: NameMap<PropertyEntry>,
     /// Sorted method and property names, for "unknown method" errors.
     pub(crate) member_list: String,
     pub(crate) schema: ClassSchemaOwned,

@@ -1,7 +1,7 @@
 //! [`Core`]: a validated plugin, immutable while it is served, and the
 //! [`Options`] that tune its serving.
 
-use std::collections::HashMap;
+use crate::support::NameMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,10 +36,10 @@ impl Default for Options {
 pub(crate) struct Core {
     /// The library name, as put in remote references.
     pub(crate) library: Arc<str>,
-    pub(crate) functions: HashMap<String, Function>,
+    pub(crate) functions: NameMap<Function>,
     /// Sorted names for "unknown function" errors.
     pub(crate) function_list: String,
-    pub(crate) classes: HashMap<String, Arc<ClassEntry>>,
+    pub(crate) classes: NameMap<Arc<ClassEntry>>,
     /// The same classes, at their `ClassInfo::index`.
     pub(crate) class_order: Vec<Arc<ClassEntry>>,
     /// Sorted names for "unknown class" errors.

@@ -41,8 +41,24 @@ pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
 /// Receives a request's outcome, exactly once.
 pub(crate) type Done = Box<dyn FnOnce(Outcome) + Send>;
 
-/// The bytes a request was parsed from, kept alive while it runs.
-pub(crate) type Bytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+/// The bytes a request was parsed from, kept alive while it runs (until its
+/// params are parsed), and shared by every request of a batch.
+#[derive(Clone)]
+pub(crate) enum Bytes {
+    /// A line copied out of the reader's buffer: one allocation.
+    Copied(Arc<[u8]>),
+    /// A buffer handed over whole, with no copy: a large line, an HTTP body.
+    Whole(Arc<dyn AsRef<[u8]> + Send + Sync>),
+}
+
+impl AsRef<[u8]> for Bytes {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Bytes::Copied(bytes) => bytes,
+            Bytes::Whole(bytes) => (**bytes).as_ref(),
+        }
+    }
+}
 
 /// A request, owned: its method, and where its params are in its frame.
 pub(crate) struct Incoming {
@@ -53,7 +69,7 @@ pub(crate) struct Incoming {
 
 impl Incoming {
     fn params(&self) -> Option<&[u8]> {
-        self.params.clone().map(|range| &(*self.frame).as_ref()[range])
+        self.params.clone().map(|range| &self.frame.as_ref()[range])
     }
 }
 
@@ -376,33 +392,32 @@ impl Dispatcher {
             let message = format!("{}(): {reason}", function.signature.label);
             return done(Err(RpcError::application(message)));
         }
-        let signature = Arc::clone(&function.signature);
+        let signature = &function.signature;
         let receiver = receiver.map(|e| (e, Arc::clone(&self.link.library)));
         let call = CallState::new(Arc::clone(&signature.label));
         let scope = CallScope { link: Arc::clone(&self.link), call: Arc::clone(&call), owner };
-        let bind = move || Args::bind(Arc::clone(&signature), receiver, positional, keywords);
-        let settle = {
-            let link = Arc::clone(&self.link);
-            let bound = self.core.options.log_ack_timeout;
-            move |call: &Arc<CallState>, outcome: Outcome| {
-                logger::settle(call, &link, bound, move || done(outcome));
-            }
-        };
-        let signature = Arc::clone(&function.signature);
+        let bound = self.core.options.log_ack_timeout;
         match &function.handler {
-            // On this pool thread.
+            // On this pool thread. (Borrowing what the async path must
+            // clone: each clone is an atomic on a line other threads touch.)
             Handler::Sync(f) => {
                 let entered = context::enter(scope);
-                let result = catch_unwind(AssertUnwindSafe(|| bind().and_then(|mut args| f(&mut args))));
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    Args::bind(Arc::clone(signature), receiver, positional, keywords).and_then(|mut args| f(&mut args))
+                }));
                 drop(entered);
                 call.finish();
-                let outcome = finish(&signature, encode, result.map_err(|p| panic_message(&*p).to_owned()));
-                settle(&call, outcome);
+                let outcome = finish(signature, encode, result.map_err(|p| panic_message(&*p).to_owned()));
+                logger::settle(&call, &self.link, bound, move || done(outcome));
             }
             Handler::Async(f) => {
                 let f = Arc::clone(f);
+                let signature = Arc::clone(signature);
+                let bind_signature = Arc::clone(&signature);
                 let run = async move {
-                    let started = catch_unwind(AssertUnwindSafe(|| bind().and_then(|mut args| f(&mut args))));
+                    let started = catch_unwind(AssertUnwindSafe(|| {
+                        Args::bind(bind_signature, receiver, positional, keywords).and_then(|mut args| f(&mut args))
+                    }));
                     match started {
                         Ok(Ok(fut)) => CatchUnwind(fut).await,
                         Ok(Err(e)) => Ok(Err(e)),
@@ -410,11 +425,12 @@ impl Dispatcher {
                     }
                 };
                 let task = Scoped { scope, inner: Box::pin(run) };
+                let link = Arc::clone(&self.link);
                 self.link.runtime().spawn(async move {
                     let result = task.await;
                     call.finish();
                     let outcome = finish(&signature, encode, result);
-                    settle(&call, outcome);
+                    logger::settle(&call, &link, bound, move || done(outcome));
                 });
             }
         }
@@ -492,7 +508,7 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
 impl Incoming {
     /// The owned form of `request`, parsed from `frame`.
     pub(crate) fn new(frame: &Bytes, request: &rpc::Request<'_>) -> Self {
-        let params = request.params.map(|p| rpc::span((**frame).as_ref(), p));
-        Self { method: Method::parse(request.method), frame: Arc::clone(frame), params }
+        let params = request.params.map(|p| rpc::span(frame.as_ref(), p));
+        Self { method: Method::parse(request.method), frame: frame.clone(), params }
     }
 }

@@ -84,10 +84,10 @@ impl Service {
     /// The answer to a body holding one request or a batch: the response
     /// body, or `None` when only notifications were sent.
     async fn answer(&self, body: Bytes, owner: Option<Arc<str>>) -> Option<Vec<u8>> {
-        let frame: dispatch::Bytes = Arc::new(body);
+        let frame = dispatch::Bytes::Whole(Arc::new(body));
         let max_batch = self.dispatcher.core().options.max_batch_len;
         let (tx, rx) = oneshot::channel();
-        match rpc::parse_frame((*frame).as_ref(), max_batch) {
+        match rpc::parse_frame(frame.as_ref(), max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 let call = Call::new(&frame, &request);

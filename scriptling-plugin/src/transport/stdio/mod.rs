@@ -270,25 +270,39 @@ impl<R: Read + Send + 'static> ReadJob<R> {
             }
         };
         let max_batch = reader.dispatcher.core().options.max_batch_len;
-        match rpc::parse_frame((*frame).as_ref(), max_batch) {
+        match rpc::parse_frame(frame.as_ref(), max_batch) {
             // Answers to our own requests, and lines that are not
             // requests, are dealt with here; the reading goes on.
             Parsed::Single(Message::Response(response)) => reader.route(&response),
             Parsed::Single(Message::Invalid(id, error)) => reader.error(id, &error),
-            // Every other thread waits on the host, at the limit: this
-            // one keeps reading, and the request goes to the pool, which
-            // serves async handlers and refuses sync ones at once.
-            requests if !lend || reader.dispatcher.saturated() => reader.run(&frame, requests, false),
-            requests => {
-                // In flight from now, so an EOF read by another thread
-                // cannot end the session before it is dispatched.
-                let held = reader.dispatcher.hold();
-                let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
-                reader.dispatcher.defer(Box::new(lent));
-                reader.run(&frame, requests, true);
-                drop(held);
-                if reader.dispatcher.reclaim().is_none() {
-                    return Turn::HandedOn;
+            Parsed::Batch(messages) => reader.batch(&frame, messages),
+            Parsed::Single(Message::Request(request)) => {
+                let id = request.id.map(ToOwned::to_owned);
+                let incoming = Incoming::new(&frame, &request);
+                // The request holds the frame now, and lets go of it once
+                // its params are parsed: a large payload is not kept while
+                // its call runs.
+                drop(frame);
+                let done = reader.answer(id);
+                if incoming.method == Method::Shutdown {
+                    reader.shutdown(vec![done]);
+                } else if !lend || reader.dispatcher.saturated() {
+                    // Every other thread waits on the host, at the limit:
+                    // this one keeps reading, and the request goes to the
+                    // pool, which serves async handlers and refuses sync
+                    // ones at once.
+                    reader.dispatcher.dispatch(incoming, None, done);
+                } else {
+                    // In flight from now, so an EOF read by another thread
+                    // cannot end the session before it is dispatched.
+                    let held = reader.dispatcher.hold();
+                    let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
+                    reader.dispatcher.defer(Box::new(lent));
+                    reader.dispatcher.dispatch_here(incoming, None, done);
+                    drop(held);
+                    if reader.dispatcher.reclaim().is_none() {
+                        return Turn::HandedOn;
+                    }
                 }
             }
         }
@@ -323,32 +337,14 @@ impl<R: Read + Send + 'static> Job for ReadJob<R> {
 /// The line in `buf`, as a frame requests can keep: a large one is moved
 /// out whole, a small one copied (and `buf` kept for the next line).
 fn take_line(buf: &mut Vec<u8>) -> Bytes {
-    if buf.len() >= MOVE_LINES_FROM { Arc::new(std::mem::take(buf)) } else { Arc::new(buf.clone()) }
+    if buf.len() >= MOVE_LINES_FROM {
+        Bytes::Whole(Arc::new(std::mem::take(buf)))
+    } else {
+        Bytes::Copied(Arc::from(&buf[..]))
+    }
 }
 
 impl Reader {
-    /// Runs what a line asked for: a single call on this thread if `here`,
-    /// otherwise on the pool.
-    fn run(&self, frame: &Bytes, parsed: Parsed<'_>, here: bool) {
-        match parsed {
-            Parsed::Single(Message::Request(request)) => {
-                let id = request.id.map(ToOwned::to_owned);
-                let incoming = Incoming::new(frame, &request);
-                let done = self.answer(id);
-                if incoming.method == Method::Shutdown {
-                    self.shutdown(vec![done]);
-                } else if here {
-                    self.dispatcher.dispatch_here(incoming, None, done);
-                } else {
-                    self.dispatcher.dispatch(incoming, None, done);
-                }
-            }
-            Parsed::Single(Message::Response(response)) => self.route(&response),
-            Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
-            Parsed::Batch(messages) => self.batch(frame, messages),
-        }
-    }
-
     /// Runs a batch's requests concurrently; one array answers them all.
     fn batch(&self, frame: &Bytes, messages: Vec<Message<'_>>) {
         let writer = Arc::clone(&self.writer);
