@@ -8,6 +8,7 @@
 use proc_macro::TokenStream;
 
 mod attrs;
+mod derive;
 mod docs;
 mod errors;
 mod params;
@@ -26,13 +27,21 @@ mod shim;
 /// |---|---|
 /// | `name = "..."` | the name Scriptling sees (default: the Rust name) |
 /// | `wrapper = "..."` | Scriptling source the host runs instead of its generated proxy (switches the library to script mode) |
-/// | `hidden` | callable over RPC but left out of the schema, for wrappers to call |
+/// | `hidden` (or `hidden = true`) | callable over RPC but left out of the schema, for wrappers to call |
+///
+/// Every attribute of this crate reads options the same way: strings as
+/// `key = "..."`, flags as `key` or `key = true`; a key given twice or
+/// unknown is an error that lists the valid ones.
 ///
 /// Parameters are matched positionally or by keyword using their Rust
 /// names. `#[arg(default = <expr>)]` on a parameter makes it optional; the
 /// expression has the parameter's type (a string literal also works for a
-/// `String` parameter). `Option<T>`
-/// accepts `None` but is still required unless it has a default:
+/// `String` parameter). Help text shows the default as a Scriptling literal
+/// worked out from its value when the plugin is built (`limit=10`,
+/// `options={"limit": 10}`), or as the Rust expression when its type does
+/// not convert back to a value. `#[arg(name = "...")]` sets the keyword;
+/// a parameter written as a pattern (`Json(opts): Json<Opts>`) needs one.
+/// `Option<T>` accepts `None` but is still required unless it has a default:
 ///
 /// ```ignore
 /// /// Greets someone.
@@ -57,6 +66,11 @@ pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// inherent impl block (constructor, methods, properties); the two meet
 /// through traits, and `Plugin::class::<Counter>()` registers the class.
 ///
+/// A class has exactly one `#[plugin_class]` impl block, the one holding its
+/// `#[constructor]`: the attribute sees one block at a time and the class is
+/// built from it, so methods in a second block could only be lost. Other
+/// inherent impl blocks without the attribute are fine, for Rust-only code.
+///
 /// On the struct:
 ///
 /// | option | meaning |
@@ -72,7 +86,7 @@ pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// | (none) | `fn m(&self, ..)` / `fn m(&mut self, ..)`, sync or `async` | a method; `&self` calls may share the object, `&mut self` calls get it alone |
 /// | `#[plugin_fn(name = "...")]` | a method | renames it |
 /// | `#[property]` | `fn p(&self) -> T` | a read-only property |
-/// | `#[property(settable)]` | `fn p(&self) -> T` | a property assigned through `fn set_p(&mut self, value: T)`, which is not exported as a method |
+/// | `#[property(settable)]` (or `settable = true`) | `fn p(&self) -> T` | a property assigned through `fn set_p(&mut self, value: T)`, which is not exported as a method |
 /// | `#[property(name = "...")]` | a getter | renames the property |
 /// | `#[del]` | `fn close(&mut self)` | runs when the object is destroyed, before `Drop` |
 ///
@@ -100,4 +114,43 @@ pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn plugin_class(attr: TokenStream, item: TokenStream) -> TokenStream {
     plugin_class::expand(attr.into(), item.into()).into()
+}
+
+/// Derives `FromValue`: builds the type from the Scriptling value of the
+/// form below, with errors that name where inside the value the problem is
+/// (`argument 'options'['limit'] must be an int, got string`).
+///
+/// | Rust | Scriptling value |
+/// |---|---|
+/// | `struct S { a: A, b: B }` | a dict `{"a": .., "b": ..}`; a key it does not know is refused, naming the known ones |
+/// | `struct S(A)` | what `A` accepts |
+/// | `struct S(A, B)` | a list of exactly two items |
+/// | `struct S;` | `None` |
+/// | `enum E { Red, Green }` | a string: `"Red"` |
+/// | `enum E { Circle(f64), Rect(f64, f64), Label { text: String } }` | a dict with one key, the variant's name: `{"Circle": 1.0}`, `{"Rect": [2.0, 3.0]}`, `{"Label": {"text": ".."}}` (variants without data stay strings) |
+///
+/// Options, in `#[scriptling(...)]`:
+///
+/// | on | option | meaning |
+/// |---|---|---|
+/// | the type | `rename_all = "camelCase"` | renames every field (struct) or variant (enum): `lowercase`, `UPPERCASE`, `PascalCase`, `camelCase`, `snake_case`, `SCREAMING_SNAKE_CASE`, `kebab-case`, `SCREAMING-KEBAB-CASE` |
+/// | a named field | `rename = "..."` | its key |
+/// | a named field | `default` / `default = <expr>` | used when the key is missing (`Default::default()` or the expression) |
+/// | a named field | `skip` | not read: takes its default; not written by `IntoValue` |
+/// | a variant | `rename = "..."` | its name |
+///
+/// An `Option<T>` field may be left out (it reads as `None`). Fields are
+/// converted with their own `FromValue`, so ints and floats stay exact.
+/// Type parameters need the bound written out (`T: FromValue`).
+#[proc_macro_derive(FromValue, attributes(scriptling))]
+pub fn derive_from_value(input: TokenStream) -> TokenStream {
+    derive::expand(input.into(), derive::Trait::FromValue).into()
+}
+
+/// Derives `IntoValue`: writes the type as the Scriptling value of the form
+/// shown on [`macro@FromValue`], with the same options (skipped fields are left
+/// out). Type parameters need the bound written out (`T: IntoValue`).
+#[proc_macro_derive(IntoValue, attributes(scriptling))]
+pub fn derive_into_value(input: TokenStream) -> TokenStream {
+    derive::expand(input.into(), derive::Trait::IntoValue).into()
 }

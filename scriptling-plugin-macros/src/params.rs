@@ -1,13 +1,12 @@
 //! Parameters of an exported callable: names, types, defaults, and the
 //! checks that make misuse a compile error at the offending tokens.
 
-use proc_macro2::{TokenStream, TokenTree};
-use quote::ToTokens;
-use syn::parse::Parser;
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+use quote::{ToTokens, quote};
 use syn::punctuated::Punctuated;
 use syn::{Expr, FnArg, Ident, Pat, Token, Type};
 
-use crate::attrs;
+use crate::attrs::{self, Options};
 use crate::errors::Errors;
 
 /// One parameter that takes a Scriptling argument.
@@ -25,16 +24,22 @@ pub(crate) fn analyze(inputs: &mut Punctuated<FnArg, Token![,]>, errors: &mut Er
     let mut params = Vec::new();
     for input in inputs.iter_mut() {
         let FnArg::Typed(typed) = input else { continue };
-        let default = take_arg_attrs(&mut typed.attrs, errors);
-        let name = match &*typed.pat {
-            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => unraw(&p.ident),
-            other => {
-                errors.at(other, "parameters must be plain names: each name is also the argument's keyword");
+        let options = take_arg_attrs(&mut typed.attrs, errors);
+        let given = options.str("name").map(|s| s.value());
+        let name = match (&*typed.pat, given) {
+            (_, Some(name)) => name,
+            (Pat::Ident(p), None) if p.by_ref.is_none() && p.subpat.is_none() => unraw(&p.ident),
+            (other, None) => {
+                errors.at(
+                    other,
+                    "this parameter needs a name for its keyword: add `#[arg(name = \"...\")]` \
+                     (a plain name like `options` is its own keyword)",
+                );
                 continue;
             }
         };
         check_type(&typed.ty, errors);
-        params.push(Param { name, ty: (*typed.ty).clone(), default });
+        params.push(Param { name, ty: (*typed.ty).clone(), default: options.expr("default") });
     }
     params
 }
@@ -45,35 +50,16 @@ pub(crate) fn unraw(ident: &Ident) -> String {
     s.strip_prefix("r#").map_or_else(|| s.clone(), str::to_owned)
 }
 
-fn take_arg_attrs(attrs: &mut Vec<syn::Attribute>, errors: &mut Errors) -> Option<Expr> {
-    let mut default = None;
+fn take_arg_attrs(attrs: &mut Vec<syn::Attribute>, errors: &mut Errors) -> Options {
+    let mut options = Options::default();
     attrs.retain(|attr| {
         if !attr.path().is_ident("arg") {
             return true;
         }
-        let parsed = match &attr.meta {
-            syn::Meta::List(list) => attrs::parse_opts.parse2(list.tokens.clone()),
-            other => Err(syn::Error::new_spanned(other, "expected `#[arg(default = <expr>)]`")),
-        };
-        match parsed {
-            Ok(opts) => {
-                for opt in opts {
-                    if opt.key == "default" {
-                        match opt.value {
-                            Some(_) if default.is_some() => errors.at(&opt.key, "`default` is given twice"),
-                            Some(value) => default = Some(value),
-                            None => errors.at(&opt.key, "`default` needs a value: `#[arg(default = <expr>)]`"),
-                        }
-                    } else {
-                        errors.push(attrs::unknown(&opt.key, "#[arg]", &["default"]));
-                    }
-                }
-            }
-            Err(e) => errors.push(e),
-        }
+        attrs::ARG.parse_attr_into(attr, &mut options, errors);
         false
     });
-    default
+    options
 }
 
 fn check_type(ty: &Type, errors: &mut Errors) {
@@ -105,17 +91,113 @@ fn has_lifetime(tokens: TokenStream) -> bool {
 /// takes the parameter's integer type instead of falling back to `i32`).
 pub(crate) fn default_value(expr: &Expr) -> TokenStream {
     match expr {
-        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(_), .. }) => quote::quote!(::core::convert::Into::into(#expr)),
+        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(_), .. }) => quote!(::core::convert::Into::into(#expr)),
         other => other.to_token_stream(),
     }
 }
 
-/// How a default expression reads in Scriptling help text.
-pub(crate) fn shown_default(expr: &Expr) -> String {
-    match expr {
-        Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => if b.value { "True" } else { "False" }.to_owned(),
-        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => format!("{:?}", s.value()),
-        Expr::Path(p) if p.path.is_ident("None") => "None".to_owned(),
-        other => other.to_token_stream().to_string(),
+/// How the default of `param` reads in help text, as an expression that
+/// works it out when the plugin is built: the value written as a
+/// Scriptling literal (`3`, `-1`, `[1, 2]`, `{"limit": 10}`) when its type
+/// converts to a value, otherwise the Rust expression as written.
+pub(crate) fn shown_default(param: &Param, default: &Expr) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let ty = &param.ty;
+    let value = default_value(default);
+    let fallback = rust_text(default.to_token_stream());
+    quote!({
+        #[allow(unused_imports)]
+        use #krate::__private::{ShowDefault as _, ShowRust as _};
+        let __scriptling_default: #ty = #value;
+        (&&#krate::__private::Shown::new(__scriptling_default)).shown(#fallback)
+    })
+}
+
+/// Tokens as a person writes them: `FindOptions::default()`, not
+/// `FindOptions :: default ()`.
+pub(crate) fn rust_text(tokens: TokenStream) -> String {
+    let mut out = String::new();
+    // The last token was a word (identifier, literal or group), which a
+    // next word must be separated from and after which an operator is binary.
+    let mut after_word = false;
+    // The last token was punctuation joined to this one (`::`, `==`).
+    let mut joined = false;
+    // The punctuation being written is a spaced (binary) operator.
+    let mut operator = false;
+    for token in tokens {
+        match token {
+            TokenTree::Ident(_) | TokenTree::Literal(_) => {
+                if after_word {
+                    out.push(' ');
+                }
+                out.push_str(&token.to_string());
+                after_word = true;
+                joined = false;
+            }
+            TokenTree::Punct(p) => {
+                let c = p.as_char();
+                let alone = p.spacing() == Spacing::Alone;
+                if joined {
+                    out.push(c);
+                    if operator && alone {
+                        out.push(' ');
+                    }
+                } else if c == ',' || c == ';' || (c == ':' && alone) {
+                    out.push(c);
+                    out.push(' ');
+                } else if after_word && matches!(c, '+' | '-' | '*' | '/' | '%' | '=') {
+                    out.push(' ');
+                    out.push(c);
+                    operator = true;
+                    if alone {
+                        out.push(' ');
+                    }
+                } else {
+                    out.push(c);
+                    operator = false;
+                }
+                joined = !alone;
+                after_word = false;
+            }
+            TokenTree::Group(g) => {
+                let (open, close) = match g.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::Brace => ("{ ", " }"),
+                    Delimiter::None => ("", ""),
+                };
+                if after_word && g.delimiter() == Delimiter::Brace {
+                    out.push(' ');
+                }
+                out.push_str(open);
+                out.push_str(rust_text(g.stream()).trim_end());
+                out.push_str(close);
+                after_word = true;
+                joined = false;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(expr: &str) -> String {
+        rust_text(expr.parse().unwrap())
+    }
+
+    #[test]
+    fn rust_text_reads_as_written() {
+        assert_eq!(text("FindOptions :: default ()"), "FindOptions::default()");
+        assert_eq!(text("Json(FindOptions::default())"), "Json(FindOptions::default())");
+        assert_eq!(text("vec![1, 2]"), "vec![1, 2]");
+        assert_eq!(text("- 1"), "-1");
+        assert_eq!(text("a + b * 2"), "a + b * 2");
+        assert_eq!(text("Point { x: 1, y: 2 }"), "Point { x: 1, y: 2 }");
+        assert_eq!(text("Vec::<u8>::new()"), "Vec::<u8>::new()");
+        assert_eq!(text("x as u8"), "x as u8");
+        assert_eq!(text("a == b"), "a == b");
     }
 }

@@ -3,9 +3,8 @@
 //! destroy hook (`PluginClassMethods`). The two expansions never share state:
 //! they meet through the traits.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, ImplItem, ImplItemFn, Item, ItemImpl, ItemStruct, LitStr, ReturnType, Type};
 
@@ -13,19 +12,23 @@ use crate::attrs;
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
-use crate::shim;
+use crate::shim::{self, Convert, Receiver, Shim};
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Struct(s)) => expand_struct(attr, s),
         Ok(Item::Impl(i)) => expand_impl(attr, i),
-        Ok(Item::Fn(f)) => errors::with_item(
-            item,
-            &syn::Error::new(
+        Ok(Item::Fn(mut f)) => {
+            let err = syn::Error::new(
                 f.sig.fn_token.span,
                 "#[plugin_class] goes on a struct and on its impl block; for a function use #[plugin_fn]",
-            ),
-        ),
+            );
+            // The function was meant as one: describe it, so registering
+            // it adds no error of its own.
+            let mut ignored = Errors::default();
+            crate::params::analyze(&mut f.sig.inputs, &mut ignored);
+            crate::plugin_fn::stand_in(&f, &err)
+        }
         Ok(other) => errors::with_item(
             item,
             &syn::Error::new(errors::item_span(&other), "#[plugin_class] goes on a struct and on its impl block"),
@@ -38,54 +41,75 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 fn expand_struct(attr: TokenStream, item: ItemStruct) -> TokenStream {
     let mut errors = Errors::default();
-    let mut name: Option<LitStr> = None;
-    let mut wrapper: Option<LitStr> = None;
-    match attrs::parse_opts.parse2(attr) {
-        Ok(opts) => {
-            for opt in opts {
-                if opt.key == "name" || opt.key == "wrapper" {
-                    match attrs::string_value(&opt) {
-                        Ok(s) if opt.key == "name" => name = Some(s),
-                        Ok(s) => wrapper = Some(s),
-                        Err(e) => errors.push(e),
-                    }
-                } else {
-                    errors.push(attrs::unknown(&opt.key, "#[plugin_class]", &["name", "wrapper"]));
-                }
-            }
-        }
-        Err(e) => errors.push(e),
-    }
-    if !item.generics.params.is_empty() {
+    let options = attrs::PLUGIN_CLASS.parse(attr, &mut errors);
+    let generic = !item.generics.params.is_empty();
+    if generic {
         errors.at(
             &item.generics,
             "plugin classes cannot be generic: Scriptling constructs one concrete class; \
              wrap a concrete instantiation in a struct of its own",
         );
     }
-    if let Err(e) = errors.finish() {
-        return errors::with_item(quote!(#item), &e);
+    // The identity is emitted even when an option is wrong, so the impl
+    // block and the registration add no errors of their own.
+    let identity = identity(&item, &options);
+    let errors = errors.finish().err().map(|e| e.to_compile_error());
+    quote! {
+        #item
+        #identity
+        #errors
     }
+}
+
+/// `generics` with each type parameter bounded as a class needs it to be.
+fn class_bounds(generics: &syn::Generics) -> syn::Generics {
+    let mut generics = generics.clone();
+    for param in generics.type_params_mut() {
+        param.bounds.push(syn::parse_quote!(::core::marker::Send));
+        param.bounds.push(syn::parse_quote!(::core::marker::Sync));
+        param.bounds.push(syn::parse_quote!('static));
+    }
+    generics
+}
+
+/// The struct with its identity and `error`: for a struct under the wrong
+/// attribute, which was meant as a class.
+pub(crate) fn struct_stand_in(item: ItemStruct, error: &syn::Error) -> TokenStream {
+    let identity = identity(&item, &attrs::Options::default());
+    let errors = error.to_compile_error();
+    quote! {
+        #item
+        #identity
+        #errors
+    }
+}
+
+/// `PluginClass` (name, description, wrapper) and `IntoValue` for the struct.
+///
+/// A generic struct (an error reported beside) gets them for every
+/// instantiation a class could be, so its uses add no errors.
+fn identity(item: &ItemStruct, options: &attrs::Options) -> TokenStream {
     let ident = &item.ident;
-    let name = name.map_or_else(|| params::unraw(ident), |s| s.value());
+    let generics = class_bounds(&item.generics);
+    let (impl_generics, type_generics, where_clause) = generics.split_for_impl();
+    let name = options.str("name").map_or_else(|| params::unraw(ident), |s| s.value());
     let doc = docs::doc_text(&item.attrs);
     let krate = quote!(::scriptling_plugin);
+    let source = options
+        .str("wrapper")
+        .map(|w| quote!(const SOURCE: ::core::option::Option<&'static str> = ::core::option::Option::Some(#w);));
     // Spanned at the struct's name, so a non-Send/Sync field is reported there.
-    let source =
-        wrapper.map(|w| quote!(const SOURCE: ::core::option::Option<&'static str> = ::core::option::Option::Some(#w);));
-    let identity = quote_spanned! {ident.span()=>
-        impl #krate::PluginClass for #ident {
+    let class = quote_spanned! {ident.span()=>
+        impl #impl_generics #krate::PluginClass for #ident #type_generics #where_clause {
             const NAME: &'static str = #name;
             const DESCRIPTION: &'static str = #doc;
             #source
         }
     };
     quote! {
-        #item
+        #class
 
-        #identity
-
-        impl #krate::IntoValue for #ident {
+        impl #impl_generics #krate::IntoValue for #ident #type_generics #where_clause {
             fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
                 #krate::into_remote(self)
             }
@@ -101,13 +125,6 @@ enum Role {
     Method { name: Option<LitStr> },
     Property { name: Option<LitStr>, settable: bool, attr: TokenStream },
     Destroy,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Receiver {
-    None,
-    Shared,
-    Exclusive,
 }
 
 struct Member {
@@ -126,38 +143,77 @@ impl Member {
             _ => params::unraw(ident),
         }
     }
+
+    fn shim<'a>(&'a self, self_ty: &'a Type, name: TokenStream, convert: Convert<'a>) -> Shim<'a> {
+        let sig = &self.item.sig;
+        let ident = &sig.ident;
+        Shim {
+            name,
+            callee: quote!(<#self_ty>::#ident),
+            self_ty: (self.receiver != Receiver::None).then_some(self_ty),
+            receiver: self.receiver,
+            params: &self.params,
+            is_async: sig.asyncness.is_some(),
+            convert,
+            ret_span: match &sig.output {
+                ReturnType::Type(_, ty) => ty.span(),
+                ReturnType::Default => ident.span(),
+            },
+            span: ident.span(),
+            doc: &self.doc,
+        }
+    }
 }
+
+/// Why the expansion of an impl block with errors must not implement
+/// `PluginClassMethods` even as a stand-in.
+#[derive(Default)]
+struct NoStandIn(bool);
 
 fn expand_impl(attr: TokenStream, mut item: ItemImpl) -> TokenStream {
     let mut errors = Errors::default();
-    if !attr.is_empty() {
-        errors.at(&attr, "#[plugin_class] on an impl block takes no options; put `name = \"...\"` on the struct");
-    }
+    let mut no_stand_in = NoStandIn::default();
+    attrs::PLUGIN_CLASS_IMPL.parse(attr, &mut errors);
     if let Some((_, path, _)) = &item.trait_ {
         errors.at(path, "#[plugin_class] goes on the class's inherent impl block (`impl Counter`), not a trait impl");
-    }
-    if !item.generics.params.is_empty() {
-        errors.at(&item.generics, "plugin classes cannot be generic");
     }
     let mut members = Vec::new();
     for impl_item in &mut item.items {
         if let ImplItem::Fn(f) = impl_item {
-            if let Some(member) = analyze_member(f, &mut errors) {
-                members.push(member);
-            }
+            members.push(analyze_member(f, &mut errors));
         }
     }
-    let setters = pair_setters(&mut members, &mut errors);
-    check_members(&item, &members, &mut errors);
+    if !item.generics.params.is_empty() {
+        // The struct's attribute reports it; this block only must not add
+        // errors: it is left as written, with an implementation that
+        // type-checks for every instantiation the struct's stand-in covers.
+        let generics = class_bounds(&item.generics);
+        let (impl_generics, _, where_clause) = generics.split_for_impl();
+        let self_ty = &item.self_ty;
+        let krate = quote!(::scriptling_plugin);
+        let errors = errors.finish().err().map(|e| e.to_compile_error());
+        return quote! {
+            #errors
+            #[allow(dead_code)]
+            #item
+            impl #impl_generics #krate::PluginClassMethods for #self_ty #where_clause {
+                fn class() -> #krate::Class {
+                    ::core::unreachable!("this class failed to compile")
+                }
+            }
+        };
+    }
+    let setters = pair_setters(&members, &mut errors);
+    check_members(&item, &members, &mut errors, &mut no_stand_in);
     match errors.finish() {
         Ok(()) => generate(&item, &members, &setters),
-        Err(e) => errors::with_item(quote!(#item), &e),
+        Err(e) => stand_in(&item, &e, &no_stand_in),
     }
 }
 
 /// Reads a function's role attributes (removing them), receiver and
 /// parameters.
-fn analyze_member(f: &mut ImplItemFn, errors: &mut Errors) -> Option<Member> {
+fn analyze_member(f: &mut ImplItemFn, errors: &mut Errors) -> Member {
     let role = take_role(&mut f.attrs, errors);
     let sig = &mut f.sig;
     if !sig.generics.params.is_empty() {
@@ -182,87 +238,44 @@ fn analyze_member(f: &mut ImplItemFn, errors: &mut Errors) -> Option<Member> {
     let params = params::analyze(&mut sig.inputs, errors);
     let doc = docs::doc_text(&f.attrs);
     let role = role.unwrap_or(Role::Method { name: None });
-    Some(Member { item: f.clone(), role, receiver, params, doc })
+    Member { item: f.clone(), role, receiver, params, doc }
 }
 
 fn take_role(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<Role> {
     let mut role: Option<Role> = None;
-    let mut set = |new: Role, span: &Attribute, errors: &mut Errors| {
-        if role.is_some() {
-            errors.at(span, "a function can have only one of #[constructor], #[property], #[del] and #[plugin_fn]");
-        } else {
-            role = Some(new);
-        }
-    };
     let mut kept = Vec::new();
     for attr in attrs.drain(..) {
         let path = attr.path();
-        if path.is_ident("constructor") || path.is_ident("del") {
-            if !matches!(attr.meta, syn::Meta::Path(_)) {
-                errors.at(
-                    &attr,
-                    format!("#[{}] takes no options", path.get_ident().map(ToString::to_string).unwrap_or_default()),
-                );
-            }
-            let new = if path.is_ident("constructor") { Role::Constructor } else { Role::Destroy };
-            set(new, &attr, errors);
+        let mut options = attrs::Options::default();
+        let new = if path.is_ident("constructor") {
+            attrs::CONSTRUCTOR.parse_attr_into(&attr, &mut options, errors);
+            Role::Constructor
+        } else if path.is_ident("del") {
+            attrs::DEL.parse_attr_into(&attr, &mut options, errors);
+            Role::Destroy
         } else if path.is_ident("property") {
-            let mut name = None;
-            let mut settable = false;
-            for opt in options_of(&attr, errors) {
-                if opt.key == "settable" && opt.value.is_none() {
-                    settable = true;
-                } else if opt.key == "name" {
-                    match attrs::string_value(&opt) {
-                        Ok(s) => name = Some(s),
-                        Err(e) => errors.push(e),
-                    }
-                } else {
-                    errors.push(attrs::unknown(&opt.key, "#[property]", &["name", "settable"]));
-                }
-            }
-            set(Role::Property { name, settable, attr: quote!(#attr) }, &attr, errors);
+            attrs::PROPERTY.parse_attr_into(&attr, &mut options, errors);
+            Role::Property { name: options.str("name"), settable: options.flag("settable"), attr: quote!(#attr) }
         } else if path.is_ident("plugin_fn") {
-            let mut name = None;
-            for opt in options_of(&attr, errors) {
-                if opt.key == "name" {
-                    match attrs::string_value(&opt) {
-                        Ok(s) => name = Some(s),
-                        Err(e) => errors.push(e),
-                    }
-                } else {
-                    errors.push(attrs::unknown(&opt.key, "#[plugin_fn]", &["name"]));
-                }
-            }
-            set(Role::Method { name }, &attr, errors);
+            attrs::METHOD.parse_attr_into(&attr, &mut options, errors);
+            Role::Method { name: options.str("name") }
         } else {
             kept.push(attr);
+            continue;
+        };
+        if role.is_some() {
+            errors.at(&attr, "a function can have only one of #[constructor], #[property], #[del] and #[plugin_fn]");
+        } else {
+            role = Some(new);
         }
     }
     *attrs = kept;
     role
 }
 
-fn options_of(attr: &Attribute, errors: &mut Errors) -> Vec<attrs::Opt> {
-    match &attr.meta {
-        syn::Meta::Path(_) => Vec::new(),
-        syn::Meta::List(list) => match attrs::parse_opts.parse2(list.tokens.clone()) {
-            Ok(opts) => opts,
-            Err(e) => {
-                errors.push(e);
-                Vec::new()
-            }
-        },
-        syn::Meta::NameValue(nv) => {
-            errors.at(nv, "expected options in parentheses");
-            Vec::new()
-        }
-    }
-}
-
 /// Finds the `set_<name>` setter of each settable property; the setters are
 /// not exported as methods. Returns (property index, setter index) pairs.
-fn pair_setters(members: &mut [Member], errors: &mut Errors) -> Vec<(usize, usize)> {
+fn pair_setters(members: &[Member], errors: &mut Errors) -> Vec<(usize, usize)> {
     let mut pairs = Vec::new();
     for (i, m) in members.iter().enumerate() {
         let Role::Property { settable: true, attr, .. } = &m.role else { continue };
@@ -301,13 +314,23 @@ fn pair_setters(members: &mut [Member], errors: &mut Errors) -> Vec<(usize, usiz
     pairs
 }
 
-fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
+fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors, no_stand_in: &mut NoStandIn) {
     let constructors: Vec<&Member> = members.iter().filter(|m| matches!(m.role, Role::Constructor)).collect();
     match constructors.as_slice() {
-        [] => errors.at(
-            &item.self_ty,
-            "a #[plugin_class] impl block needs a #[constructor]: `#[constructor] fn new(...) -> Self`",
-        ),
+        // A trait impl is reported as such; its members are not the class's.
+        _ if item.trait_.is_some() => return,
+        [] => {
+            errors.at(
+                &item.self_ty,
+                "a #[plugin_class] impl block needs a #[constructor]: `#[constructor] fn new(...) -> Self`. \
+                 A class has one #[plugin_class] impl block: if this type has another, merge these methods into it",
+            );
+            // Another block may be the class's real one: a second
+            // implementation would only add a conflict to this error. (A
+            // class that has no other block is then reported again where
+            // it is registered, by `PluginClassMethods`'s own message.)
+            no_stand_in.0 = true;
+        }
         [_] => {}
         [_, rest @ ..] => {
             for m in rest {
@@ -377,26 +400,45 @@ fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
     }
 }
 
+/// `PluginClassMethods` for the block's type, spanned at the type so that a
+/// struct without `#[plugin_class]` is reported once, there. Everything in
+/// the body goes through helpers bounded by `PluginClassMethods` itself,
+/// which this impl satisfies, so nothing else repeats that error.
+fn methods_impl(item: &ItemImpl, body: TokenStream) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let self_ty = &item.self_ty;
+    let trait_path = quote_spanned!(self_ty.span()=> #krate::PluginClassMethods);
+    quote! {
+        impl #trait_path for #self_ty {
+            fn class() -> #krate::Class {
+                #body
+            }
+        }
+    }
+}
+
 fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> TokenStream {
     let krate = quote!(::scriptling_plugin);
     let self_ty = &item.self_ty;
     let setter_indices: Vec<usize> = setters.iter().map(|&(_, j)| j).collect();
     let mut calls = Vec::new();
+    let mut destroy = None;
     for (i, m) in members.iter().enumerate() {
         match &m.role {
             Role::Constructor => {
-                let function = constructor_shim(self_ty, m);
+                let name = quote!(#krate::__private::class_name::<#self_ty>());
+                let function = m.shim(self_ty, name, Convert::Constructor(self_ty)).function();
                 calls.push(quote!(.constructor(#function)));
             }
             Role::Destroy => {
                 let ident = &m.item.sig.ident;
-                calls.push(quote!(.on_destroy::<#self_ty>(<#self_ty>::#ident)));
+                destroy = Some(quote!(<#self_ty>::#ident));
             }
             Role::Property { .. } => {
                 let name = m.exported_name();
-                let getter = method_shim(self_ty, m, &name);
+                let getter = m.shim(self_ty, quote!(#name), Convert::Result).function();
                 let setter = setters.iter().find(|&&(p, _)| p == i).map(|&(_, j)| {
-                    let function = method_shim(self_ty, &members[j], &name);
+                    let function = members[j].shim(self_ty, quote!(#name), Convert::Result).function();
                     quote!(.setter(#function))
                 });
                 let description = shim::description(&m.doc);
@@ -404,104 +446,34 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
             }
             Role::Method { .. } if setter_indices.contains(&i) => {}
             Role::Method { .. } => {
-                let function = method_shim(self_ty, m, &m.exported_name());
+                let name = m.exported_name();
+                let function = m.shim(self_ty, quote!(#name), Convert::Result).function();
                 calls.push(quote!(.method(#function)));
             }
         }
     }
+    let mut class = quote!(#krate::__private::class_of::<#self_ty>() #(#calls)*);
+    if let Some(hook) = destroy {
+        class = quote!(#krate::__private::on_destroy::<#self_ty>(#class, #hook));
+    }
+    let methods = methods_impl(item, class);
     quote! {
         #item
-
-        impl #krate::PluginClassMethods for #self_ty {
-            fn class() -> #krate::Class {
-                #krate::Class::new::<#self_ty>()
-                    #(#calls)*
-            }
-        }
+        #methods
     }
 }
 
-fn ret_span(m: &Member) -> Span {
-    match &m.item.sig.output {
-        ReturnType::Type(_, ty) => ty.span(),
-        ReturnType::Default => m.item.sig.ident.span(),
+/// The block (without our attributes, and with no unused warnings) and,
+/// where it cannot conflict, a `PluginClassMethods` that type-checks, so
+/// registering the class adds no error to the ones that explain the mistake.
+fn stand_in(item: &ItemImpl, error: &syn::Error, no_stand_in: &NoStandIn) -> TokenStream {
+    let methods =
+        (!no_stand_in.0).then(|| methods_impl(item, quote!(::core::unreachable!("this class failed to compile"))));
+    let errors = error.to_compile_error();
+    quote! {
+        #[allow(dead_code)]
+        #item
+        #methods
+        #errors
     }
-}
-
-fn constructor_shim(self_ty: &Type, m: &Member) -> TokenStream {
-    let krate = quote!(::scriptling_plugin);
-    let args = shim::args_ident();
-    let ident = &m.item.sig.ident;
-    let (takes, bindings) = shim::take_args(&m.params);
-    let declare = shim::declare_params(&m.params);
-    let description = shim::description(&m.doc);
-    let call = quote!(<#self_ty>::#ident(#(#bindings),*));
-    let span = ret_span(m);
-    let body = if m.item.sig.asyncness.is_some() {
-        let finish = quote_spanned!(span=>
-            <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#call.await));
-        quote_spanned!(ident.span()=>
-            #krate::Function::new_async(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
-                #takes
-                ::core::result::Result::Ok(async move { #finish })
-            })
-        )
-    } else {
-        let finish = quote_spanned!(span=>
-            <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#call));
-        quote_spanned!(ident.span()=>
-            #krate::Function::new(<#self_ty as #krate::PluginClass>::NAME, |#args: &mut #krate::Args| {
-                #takes
-                #finish
-            })
-        )
-    };
-    quote!(#body #declare #description)
-}
-
-/// A method, property getter or setter: take the receiver, convert the
-/// arguments, lock the object (shared or exclusive) and call.
-fn method_shim(self_ty: &Type, m: &Member, name: &str) -> TokenStream {
-    let krate = quote!(::scriptling_plugin);
-    let args = shim::args_ident();
-    let ident = &m.item.sig.ident;
-    let (takes, bindings) = shim::take_args(&m.params);
-    let declare = shim::declare_params(&m.params);
-    let description = shim::description(&m.doc);
-    let exclusive = m.receiver == Receiver::Exclusive;
-    let is_async = m.item.sig.asyncness.is_some();
-    let lock = match (exclusive, is_async) {
-        (true, false) => quote!(let mut __scriptling_guard = __scriptling_this.write()?;),
-        (false, false) => quote!(let __scriptling_guard = __scriptling_this.read()?;),
-        (true, true) => quote!(let mut __scriptling_guard = __scriptling_this.write_async().await?;),
-        (false, true) => quote!(let __scriptling_guard = __scriptling_this.read_async().await?;),
-    };
-    let borrow = if exclusive { quote!(&mut *__scriptling_guard) } else { quote!(&*__scriptling_guard) };
-    let call = quote!(<#self_ty>::#ident(#borrow #(, #bindings)*));
-    let span = ret_span(m);
-    let receiver = quote!(let __scriptling_this = #args.receiver::<#self_ty>()?;);
-    let body = if is_async {
-        let finish = shim::finish_call(quote!(#call.await), span);
-        quote_spanned!(ident.span()=>
-            #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
-                #receiver
-                #takes
-                ::core::result::Result::Ok(async move {
-                    #lock
-                    #finish
-                })
-            })
-        )
-    } else {
-        let finish = shim::finish_call(call.clone(), span);
-        quote_spanned!(ident.span()=>
-            #krate::Function::new(#name, |#args: &mut #krate::Args| {
-                #receiver
-                #takes
-                #lock
-                #finish
-            })
-        )
-    };
-    quote!(#body #declare #description)
 }

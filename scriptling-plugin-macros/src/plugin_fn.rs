@@ -2,69 +2,44 @@
 //! `PluginFunction` with a call to the runtime's `Function` builder.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
-use syn::parse::Parser;
+use quote::quote;
 use syn::spanned::Spanned;
-use syn::{FnArg, Item, ItemFn, LitStr, ReturnType};
+use syn::{FnArg, Item, ItemFn, ReturnType};
 
-use crate::attrs;
+use crate::attrs::{self, Options};
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
-use crate::shim;
+use crate::shim::{Convert, Receiver, Shim};
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let parsed = match syn::parse2::<Item>(item.clone()) {
+    let mut func = match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Fn(f)) => f,
+        Ok(Item::Struct(s)) => {
+            let err = syn::Error::new(
+                s.struct_token.span,
+                "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
+            );
+            // The struct was meant as a class: give it its identity, so
+            // its impl block and registration add no errors of their own.
+            return crate::plugin_class::struct_stand_in(s, &err);
+        }
         Ok(other) => {
             let err = syn::Error::new(
-                crate::errors::item_span(&other),
+                errors::item_span(&other),
                 "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
             );
             return errors::with_item(item, &err);
         }
         Err(e) => return errors::with_item(item, &e),
     };
-    let mut func = parsed;
     let mut errors = Errors::default();
-    let options = parse_options(attr, &mut errors);
+    let options = attrs::PLUGIN_FN.parse(attr, &mut errors);
     let params = check_signature(&mut func, &mut errors);
     match errors.finish() {
         Ok(()) => generate(&func, &params, &options),
-        // The function without our `#[arg]` attributes, so it still compiles.
-        Err(e) => errors::with_item(quote!(#func), &e),
+        Err(e) => stand_in(&func, &e),
     }
-}
-
-#[derive(Default)]
-struct Options {
-    name: Option<LitStr>,
-    wrapper: Option<LitStr>,
-    hidden: bool,
-}
-
-fn parse_options(attr: TokenStream, errors: &mut Errors) -> Options {
-    let mut options = Options::default();
-    match attrs::parse_opts.parse2(attr) {
-        Ok(opts) => {
-            for opt in opts {
-                if opt.key == "name" || opt.key == "wrapper" {
-                    let slot = if opt.key == "name" { &mut options.name } else { &mut options.wrapper };
-                    match attrs::string_value(&opt) {
-                        Ok(s) if slot.is_some() => errors.at(s, format!("`{}` is given twice", opt.key)),
-                        Ok(s) => *slot = Some(s),
-                        Err(e) => errors.push(e),
-                    }
-                } else if opt.key == "hidden" && opt.value.is_none() {
-                    options.hidden = true;
-                } else {
-                    errors.push(attrs::unknown(&opt.key, "#[plugin_fn]", &["name", "wrapper", "hidden"]));
-                }
-            }
-        }
-        Err(e) => errors.push(e),
-    }
-    options
 }
 
 fn check_signature(func: &mut ItemFn, errors: &mut Errors) -> Vec<Param> {
@@ -93,42 +68,13 @@ fn check_signature(func: &mut ItemFn, errors: &mut Errors) -> Vec<Param> {
     params::analyze(&mut sig.inputs, errors)
 }
 
-fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
+/// The descriptor type, named like the function (types and values live in
+/// different namespaces), so `.function::<greet>()` names both.
+fn descriptor(func: &ItemFn, body: TokenStream) -> TokenStream {
     let ident = &func.sig.ident;
     let vis = &func.vis;
-    let name = options.name.as_ref().map_or_else(|| params::unraw(ident), LitStr::value);
     let krate = quote!(::scriptling_plugin);
-    let args = shim::args_ident();
-    let (takes, bindings) = shim::take_args(params);
-    let declare = shim::declare_params(params);
-    let description = shim::description(&docs::doc_text(&func.attrs));
-    let wrapper = options.wrapper.as_ref().map(|w| quote!(.source(#w)));
-    let hidden = options.hidden.then(|| quote!(.hidden()));
-    let ret_span = match &func.sig.output {
-        ReturnType::Type(_, ty) => ty.span(),
-        ReturnType::Default => ident.span(),
-    };
-    let call = quote!(#ident(#(#bindings),*));
-    let body = if func.sig.asyncness.is_some() {
-        let finish = shim::finish_call(quote!(#call.await), ret_span);
-        quote_spanned!(ident.span()=>
-            #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
-                #takes
-                ::core::result::Result::Ok(async move { #finish })
-            })
-        )
-    } else {
-        let finish = shim::finish_call(call.clone(), ret_span);
-        quote_spanned!(ident.span()=>
-            #krate::Function::new(#name, |#args: &mut #krate::Args| {
-                #takes
-                #finish
-            })
-        )
-    };
     quote! {
-        #func
-
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
         #vis enum #ident {}
@@ -136,11 +82,53 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
         impl #krate::PluginFunction for #ident {
             fn function() -> #krate::Function {
                 #body
-                #declare
-                #description
-                #wrapper
-                #hidden
             }
         }
+    }
+}
+
+fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
+    let ident = &func.sig.ident;
+    let name = options.str("name").map_or_else(|| params::unraw(ident), |s| s.value());
+    let doc = docs::doc_text(&func.attrs);
+    let shim = Shim {
+        name: quote!(#name),
+        callee: quote!(#ident),
+        self_ty: None,
+        receiver: Receiver::None,
+        params,
+        is_async: func.sig.asyncness.is_some(),
+        convert: Convert::Result,
+        ret_span: match &func.sig.output {
+            ReturnType::Type(_, ty) => ty.span(),
+            ReturnType::Default => ident.span(),
+        },
+        span: ident.span(),
+        doc: &doc,
+    };
+    let function = shim.function();
+    let wrapper = options.str("wrapper").map(|w| quote!(.source(#w)));
+    let hidden = options.flag("hidden").then(|| quote!(.hidden()));
+    let descriptor = descriptor(func, quote!(#function #wrapper #hidden));
+    quote! {
+        #func
+        #descriptor
+    }
+}
+
+/// The function (without our attributes, and with no unused warning) and a
+/// descriptor that type-checks, so registering the function adds no error
+/// to the ones that explain the mistake.
+pub(crate) fn stand_in(func: &ItemFn, error: &syn::Error) -> TokenStream {
+    let body = quote!(::core::unreachable!("this function failed to compile"));
+    // A method (in some impl block) cannot have a type beside it.
+    let method = func.sig.inputs.iter().any(|i| matches!(i, FnArg::Receiver(_)));
+    let descriptor = (!method).then(|| descriptor(func, body));
+    let errors = error.to_compile_error();
+    quote! {
+        #[allow(dead_code)]
+        #func
+        #descriptor
+        #errors
     }
 }

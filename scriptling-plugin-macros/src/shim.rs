@@ -1,22 +1,141 @@
-//! The code shared by every generated call shim: taking each argument from
-//! `Args` (with errors spanned at the parameter's type) and declaring the
-//! parameters on the `Function` builder.
+//! The one generator of call shims: a `Function` whose handler takes each
+//! argument from `Args` (errors spanned at the parameter's type), reaches
+//! the object for methods, calls the Rust item and converts its result,
+//! sync or `async`; plus the parameter declarations and help text.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::Ident;
 use syn::spanned::Spanned;
+use syn::{Ident, Type};
 
 use crate::params::{self, Param};
 
+/// How a shim reaches the object a method is called on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// A free function or constructor: no object.
+    None,
+    /// `&self`: a shared lock, so calls may overlap.
+    Shared,
+    /// `&mut self`: an exclusive lock.
+    Exclusive,
+}
+
+/// What the shim does with the item's return value.
+pub(crate) enum Convert<'a> {
+    /// Any `IntoCallResult` (a value, or `Result<T, E>`).
+    Result,
+    /// A constructor's `Self` or `Result<Self, E>`, for class `self_ty`.
+    Constructor(&'a Type),
+}
+
+/// Everything a shim is generated from.
+pub(crate) struct Shim<'a> {
+    /// The exported name: an expression of a `&'static str` or `String`.
+    pub(crate) name: TokenStream,
+    /// The item to call: `greet`, `<Counter>::inc`.
+    pub(crate) callee: TokenStream,
+    /// The class, for methods (the receiver's type).
+    pub(crate) self_ty: Option<&'a Type>,
+    pub(crate) receiver: Receiver,
+    pub(crate) params: &'a [Param],
+    pub(crate) is_async: bool,
+    pub(crate) convert: Convert<'a>,
+    /// Where errors about the conversion of the result point: the return type.
+    pub(crate) ret_span: Span,
+    /// Where the generated code points otherwise: the item's name.
+    pub(crate) span: Span,
+    pub(crate) doc: &'a str,
+}
+
+impl Shim<'_> {
+    /// `Function::new(..)` or `Function::new_async(..)`, with its parameter
+    /// declarations and description.
+    pub(crate) fn function(&self) -> TokenStream {
+        let krate = quote!(::scriptling_plugin);
+        let args = args_ident();
+        let name = &self.name;
+        let (takes, bindings) = take_args(self.params);
+        let this = format_ident!("__scriptling_this");
+        let guard = format_ident!("__scriptling_guard");
+        let reach = self.self_ty.map(|ty| quote!(let #this = #krate::__private::receiver::<#ty>(#args)?;));
+        let lock = |asynchronous: bool| {
+            let (shared, exclusive, wait) = if asynchronous {
+                (quote!(read_async), quote!(write_async), quote!(.await))
+            } else {
+                (quote!(read), quote!(write), quote!())
+            };
+            match self.receiver {
+                Receiver::None => quote!(),
+                Receiver::Shared => quote!(let #guard = #krate::__private::#shared(&#this) #wait?;),
+                Receiver::Exclusive => quote!(let mut #guard = #krate::__private::#exclusive(&#this) #wait?;),
+            }
+        };
+        let borrow = match self.receiver {
+            Receiver::None => quote!(),
+            Receiver::Shared => quote!(&*#guard,),
+            Receiver::Exclusive => quote!(&mut *#guard,),
+        };
+        let callee = &self.callee;
+        let call = quote!(#callee(#borrow #(#bindings),*));
+        let span = self.span;
+        let handler = if self.is_async {
+            let lock = lock(true);
+            let finish = self.finish(quote!(#call.await));
+            quote_spanned!(span=>
+                #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
+                    #reach
+                    #takes
+                    ::core::result::Result::Ok(async move {
+                        #lock
+                        #finish
+                    })
+                })
+            )
+        } else {
+            let lock = lock(false);
+            let finish = self.finish(call);
+            quote_spanned!(span=>
+                #krate::Function::new(#name, |#args: &mut #krate::Args| {
+                    #reach
+                    #takes
+                    #lock
+                    #finish
+                })
+            )
+        };
+        let declare = declare_params(self.params);
+        let description = description(self.doc);
+        quote!(#handler #declare #description)
+    }
+
+    /// Converts the call's result, spanned at the return type so a type
+    /// that cannot be returned is reported there.
+    fn finish(&self, call: TokenStream) -> TokenStream {
+        let krate = quote!(::scriptling_plugin);
+        let ret = Ident::new("__scriptling_ret", self.ret_span);
+        let convert = match self.convert {
+            Convert::Result => {
+                quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret))
+            }
+            Convert::Constructor(self_ty) => quote_spanned!(self.ret_span=>
+                <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#ret)),
+        };
+        quote!({
+            let #ret = #call;
+            #convert
+        })
+    }
+}
+
 /// The name of the `&mut Args` closure parameter in generated code.
-pub(crate) fn args_ident() -> Ident {
+fn args_ident() -> Ident {
     format_ident!("__scriptling_args")
 }
 
 /// `let __scriptling_argN: T = args.take(N)?;` for each parameter, and the
 /// binding names in order.
-pub(crate) fn take_args(params: &[Param]) -> (TokenStream, Vec<Ident>) {
+fn take_args(params: &[Param]) -> (TokenStream, Vec<Ident>) {
     let args = args_ident();
     let bindings: Vec<Ident> = (0..params.len()).map(|i| format_ident!("__scriptling_arg{}", i)).collect();
     let takes = params.iter().zip(&bindings).enumerate().map(|(i, (p, binding))| {
@@ -28,19 +147,21 @@ pub(crate) fn take_args(params: &[Param]) -> (TokenStream, Vec<Ident>) {
                 quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#i, || #value)?)
             }
         };
-        quote!(let #binding: #ty = #take;)
+        // The default is the user's expression in a closure: when it is a
+        // bare call, clippy would blame their code for the closure.
+        quote!(#[allow(clippy::redundant_closure)] let #binding: #ty = #take;)
     });
     (quote!(#(#takes)*), bindings)
 }
 
-/// `.param("name")` / `.optional_param("name", "shown default")` calls.
-pub(crate) fn declare_params(params: &[Param]) -> TokenStream {
+/// `.param("name")` / `.optional_param("name", <shown default>)` calls.
+fn declare_params(params: &[Param]) -> TokenStream {
     let declare = params.iter().map(|p| {
         let name = &p.name;
         match &p.default {
             None => quote!(.param(#name)),
             Some(default) => {
-                let shown = params::shown_default(default);
+                let shown = params::shown_default(p, default);
                 quote!(.optional_param(#name, #shown))
             }
         }
@@ -51,15 +172,4 @@ pub(crate) fn declare_params(params: &[Param]) -> TokenStream {
 /// `.description("...")` when there is help text.
 pub(crate) fn description(doc: &str) -> TokenStream {
     if doc.is_empty() { quote!() } else { quote!(.description(#doc)) }
-}
-
-/// Converts the user function's return value, with the conversion spanned
-/// at the return type so a type without `IntoValue` is reported there.
-pub(crate) fn finish_call(call: TokenStream, ret_span: proc_macro2::Span) -> TokenStream {
-    let ret = Ident::new("__scriptling_ret", ret_span);
-    let convert = quote_spanned!(ret_span=> ::scriptling_plugin::__private::IntoCallResult::into_call_result(#ret));
-    quote!({
-        let #ret = #call;
-        #convert
-    })
 }

@@ -122,6 +122,56 @@ pub use scriptling_plugin_macros::plugin_fn;
 #[cfg(feature = "macros")]
 pub use scriptling_plugin_macros::plugin_class;
 
+/// Derives [`FromValue`](trait@FromValue) and [`IntoValue`](trait@IntoValue)
+/// for your own types (see the derive's full reference below).
+///
+/// ```
+/// use scriptling_plugin::{FromValue, IntoValue, Value};
+///
+/// #[derive(Debug, PartialEq, FromValue, IntoValue)]
+/// #[scriptling(rename_all = "camelCase")]
+/// struct FindOptions {
+///     #[scriptling(default = 10)]
+///     max_hits: u32,
+///     case_sensitive: Option<bool>,
+/// }
+///
+/// let dict = Value::Dict([("maxHits".to_owned(), Value::Int(3))].into());
+/// let options = FindOptions::from_value(dict).unwrap();
+/// assert_eq!(options, FindOptions { max_hits: 3, case_sensitive: None });
+///
+/// let err = FindOptions::from_value(Value::Dict([("maxHits".to_owned(), Value::from("x"))].into()));
+/// assert_eq!(err.unwrap_err().to_string(), "value['maxHits'] must be an int, got string");
+///
+/// let back = FindOptions { max_hits: 5, case_sensitive: Some(true) }.into_value().unwrap();
+/// assert_eq!(back.to_string(), r#"{"caseSensitive": True, "maxHits": 5}"#);
+/// ```
+#[cfg(feature = "macros")]
+pub use scriptling_plugin_macros::FromValue;
+
+/// Derives [`IntoValue`](trait@IntoValue): see [`FromValue`](macro@FromValue)
+/// for the value forms and options.
+///
+/// ```
+/// use scriptling_plugin::{IntoValue, Value};
+///
+/// #[derive(IntoValue)]
+/// enum Shape {
+///     Point,
+///     Circle(f64),
+///     Rect { w: f64, h: f64 },
+/// }
+///
+/// assert_eq!(Shape::Point.into_value().unwrap(), Value::from("Point"));
+/// assert_eq!(Shape::Circle(1.5).into_value().unwrap().to_string(), r#"{"Circle": 1.5}"#);
+/// assert_eq!(
+///     Shape::Rect { w: 2.0, h: 1.0 }.into_value().unwrap().to_string(),
+///     r#"{"Rect": {"h": 1.0, "w": 2.0}}"#
+/// );
+/// ```
+#[cfg(feature = "macros")]
+pub use scriptling_plugin_macros::IntoValue;
+
 // The README's Rust snippets are compiled and run as doctests.
 #[cfg(all(doctest, feature = "macros", feature = "testing"))]
 #[doc = include_str!("../../README.md")]
@@ -132,4 +182,6 @@ mod readme {}
 pub mod __private {
     pub use crate::exports::class::ConstructorReturn;
     pub use crate::exports::function::IntoCallResult;
+    pub use crate::exports::private::*;
+    pub use crate::value::derive::*;
 }

@@ -262,7 +262,7 @@ pub(crate) struct ObjectCell<T> {
     changed_async: Notify,
 }
 
-impl<T: Send + Sync + 'static> ObjectCell<T> {
+impl<T> ObjectCell<T> {
     fn new(value: T, on_destroy: Option<fn(&mut T)>) -> Self {
         Self {
             data: Arc::new(RwLock::new(Instance { value, on_destroy })),
@@ -372,7 +372,7 @@ impl<T> fmt::Debug for Object<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> Object<T> {
+impl<T: PluginClass> Object<T> {
     pub(crate) fn from_entry(entry: Entry, library: Arc<str>) -> Option<Self> {
         let cell = Arc::clone(&entry.0.cell).downcast::<ObjectCell<T>>().ok()?;
         Some(Self { entry, cell, library })
@@ -465,14 +465,14 @@ impl<T: Send + Sync + 'static> Object<T> {
 }
 
 /// Gives a guard's access back and wakes waiters.
-struct Holder<T: Send + Sync + 'static> {
+struct Holder<T> {
     mode: Mode,
     call: Option<Arc<CallState>>,
     cell: Arc<ObjectCell<T>>,
     listener: Arc<dyn HostWaitListener>,
 }
 
-impl<T: Send + Sync + 'static> Drop for Holder<T> {
+impl<T> Drop for Holder<T> {
     fn drop(&mut self) {
         if let Some(call) = &self.call {
             call.unlisten(&self.listener);
@@ -482,33 +482,33 @@ impl<T: Send + Sync + 'static> Drop for Holder<T> {
 }
 
 /// Shared access to an object (see [`Object::read`]).
-pub struct ObjectReadGuard<T: Send + Sync + 'static> {
+pub struct ObjectReadGuard<T> {
     // Field order matters: the data is released before access is given back.
     guard: OwnedRwLockReadGuard<Instance<T>>,
     _holder: Holder<T>,
 }
 
 /// Exclusive access to an object (see [`Object::write`]).
-pub struct ObjectWriteGuard<T: Send + Sync + 'static> {
+pub struct ObjectWriteGuard<T> {
     guard: OwnedRwLockWriteGuard<Instance<T>>,
     _holder: Holder<T>,
 }
 
-impl<T: Send + Sync + 'static> Deref for ObjectReadGuard<T> {
+impl<T> Deref for ObjectReadGuard<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.guard.value
     }
 }
 
-impl<T: Send + Sync + 'static> Deref for ObjectWriteGuard<T> {
+impl<T> Deref for ObjectWriteGuard<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.guard.value
     }
 }
 
-impl<T: Send + Sync + 'static> DerefMut for ObjectWriteGuard<T> {
+impl<T> DerefMut for ObjectWriteGuard<T> {
     fn deref_mut(&mut self) -> &mut T {
         &mut self.guard.value
     }
@@ -599,6 +599,10 @@ mod tests {
     use std::sync::mpsc;
 
     struct Thing(i64);
+
+    impl PluginClass for Thing {
+        const NAME: &'static str = "Thing";
+    }
 
     fn class() -> Arc<ClassInfo> {
         Arc::new(ClassInfo { name: "Thing".into(), type_id: TypeId::of::<Thing>(), on_destroy: None, index: 0 })

@@ -10,19 +10,18 @@ use std::sync::Arc;
 
 use crate::call::error::CallError;
 use crate::call::objects::{ClassInfo, PluginClass};
-use crate::exports::function::{Args, Function, IntoCallResult};
+use crate::exports::function::{Args, Function};
 use crate::exports::schema::{ClassSchema, FunctionSchema, PropertySchema};
 use crate::exports::script;
 use crate::value::Value;
-use crate::value::convert::IntoValue;
 
 /// The impl side of a plugin class: its constructor, methods and properties.
 ///
 /// `#[plugin_class]` on the class's impl block implements it.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` has no `#[plugin_class]` impl block",
+    message = "`{Self}` has no complete `#[plugin_class]` impl block",
     label = "`{Self}` does not implement `PluginClassMethods`",
-    note = "add `#[plugin_class]` to the `impl {Self}` block that holds its `#[constructor]`"
+    note = "a class needs one `#[plugin_class] impl {Self}` block that holds its `#[constructor]`"
 )]
 pub trait PluginClassMethods: PluginClass {
     /// The class's descriptor.
@@ -41,15 +40,17 @@ pub trait ConstructorReturn<C> {
     fn into_constructed(self) -> Result<Value, CallError>;
 }
 
-impl<C: PluginClass + IntoValue> ConstructorReturn<C> for C {
+// Bounded by `PluginClassMethods`, not `PluginClass`: see `private.rs`.
+impl<C: PluginClassMethods> ConstructorReturn<C> for C {
     fn into_constructed(self) -> Result<Value, CallError> {
-        self.into_call_result()
+        crate::call::objects::into_remote(self)
+            .map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
     }
 }
 
-impl<C: PluginClass + IntoValue, E: std::fmt::Display> ConstructorReturn<C> for Result<C, E> {
+impl<C: PluginClassMethods, E: std::fmt::Display> ConstructorReturn<C> for Result<C, E> {
     fn into_constructed(self) -> Result<Value, CallError> {
-        self.into_call_result()
+        self.map_err(|e| CallError::new(e.to_string()))?.into_constructed()
     }
 }
 

@@ -293,7 +293,8 @@ fn result_value<R: IntoValue>(r: R) -> CallOutcome {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned to Scriptling",
     label = "return type does not implement `IntoValue`",
-    note = "return a supported type (bool, integers, f32/f64, String, Vec<T>, HashMap<String, T>, Option<T>, Value, ()), `Json<T>` for serde types, or `Result<T, E>` with `E: Display`"
+    note = "return a supported type (bool, integers, f32/f64, String, &str, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value, ()), derive it with `#[derive(IntoValue)]`, wrap a serde type in `Json<T>`, or implement `IntoValue` for it",
+    note = "or return `Result<T, E>` with such a `T` and `E: Display`: the error's message becomes the call's error"
 )]
 pub trait IntoCallResult {
     /// Converts the return value into the call's outcome.
@@ -477,6 +478,21 @@ mod tests {
             Ok(_) => panic!("expected an error"),
             Err(e) => e.into_message("greet"),
         }
+    }
+
+    /// The note on what a function may return repeats `IntoValue`'s: one
+    /// list of types, not two that drift apart.
+    #[test]
+    fn return_notes_agree_with_into_value() {
+        let first_note = |source: &str, marker: &str| {
+            let from = source.find(marker).expect("marker");
+            let note = &source[from..];
+            let start = note.find("note = \"").expect("a note") + 8;
+            note[start..start + note[start..].find('"').expect("end")].to_owned()
+        };
+        let into_value = first_note(include_str!("../value/convert.rs"), "cannot be returned to Scriptling");
+        let call_result = first_note(include_str!("function.rs"), "cannot be returned to Scriptling");
+        assert_eq!(call_result, into_value);
     }
 
     #[test]

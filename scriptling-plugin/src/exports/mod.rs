@@ -7,5 +7,6 @@ pub(crate) mod core;
 pub(crate) mod error;
 pub(crate) mod function;
 pub(crate) mod plugin;
+pub(crate) mod private;
 pub(crate) mod schema;
 pub(crate) mod script;

@@ -56,8 +56,7 @@ use crate::value::Value;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be received from Scriptling",
     label = "`{Self}` does not implement `FromValue`",
-    note = "use a supported type (bool, integers, f32/f64, String, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value), wrap a serde type in `Json<T>`, or implement `FromValue` for it",
-    note = "to take any value, or to ignore a callback's result, ask for `Value`: `callback.call::<Value>(args)?`"
+    note = "use a supported type (bool, integers, f32/f64, String, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value), derive it with `#[derive(FromValue)]`, wrap a serde type in `Json<T>`, or implement `FromValue` for it"
 )]
 pub trait FromValue: Sized {
     /// Converts the value, or explains why it cannot.
@@ -85,7 +84,7 @@ pub trait FromValue: Sized {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned to Scriptling",
     label = "`{Self}` does not implement `IntoValue`",
-    note = "return a supported type (bool, integers, f32/f64, String, &str, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value, ()), wrap a serde type in `Json<T>`, or implement `IntoValue` for it"
+    note = "return a supported type (bool, integers, f32/f64, String, &str, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value, ()), derive it with `#[derive(IntoValue)]`, wrap a serde type in `Json<T>`, or implement `IntoValue` for it"
 )]
 pub trait IntoValue {
     /// Converts the value.
@@ -145,13 +144,17 @@ impl FromValueError {
         &self.reason
     }
 
-    /// The path into the value, outermost first: `[2]["name"]`, or empty.
+    /// The path into the value, outermost first, as Scriptling indexes it:
+    /// `[2]['name']`, or empty.
     pub fn path(&self) -> String {
         let mut out = String::new();
         for seg in self.path.iter().rev() {
             match seg {
                 PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
-                PathSegment::Key(k) => out.push_str(&format!("[{k:?}]")),
+                PathSegment::Key(k) => {
+                    let quoted = k.replace('\\', "\\\\").replace('\'', "\\'");
+                    out.push_str(&format!("['{quoted}']"));
+                }
             }
         }
         out
@@ -543,7 +546,7 @@ mod tests {
         let nested: Value = [("xs", Value::List(vec![Value::Int(1), Value::Null]))].into_iter().collect();
         assert_eq!(
             from::<HashMap<String, Vec<i64>>>(nested.clone()),
-            Err(r#"value["xs"][1] must be an int, got None"#.into())
+            Err("value['xs'][1] must be an int, got None".into())
         );
         let ok = from::<BTreeMap<String, Vec<Option<i64>>>>(nested).unwrap();
         assert_eq!(ok["xs"], vec![Some(1), None]);

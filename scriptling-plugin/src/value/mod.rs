@@ -5,6 +5,7 @@
 
 pub(crate) mod codec;
 pub(crate) mod convert;
+pub(crate) mod derive;
 pub(crate) mod json;
 
 use std::collections::BTreeMap;

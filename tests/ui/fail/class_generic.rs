@@ -1,8 +1,18 @@
-use scriptling_plugin::plugin_class;
+use scriptling_plugin::{Plugin, plugin_class};
 
 #[plugin_class]
 struct Holder<T> {
     value: T,
 }
 
-fn main() {}
+#[plugin_class]
+impl<T> Holder<T> {
+    #[constructor]
+    fn new(value: T) -> Self {
+        Holder { value }
+    }
+}
+
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").class::<Holder<i64>>();
+}

@@ -1,4 +1,4 @@
-use scriptling_plugin::plugin_fn;
+use scriptling_plugin::{Plugin, plugin_fn};
 
 struct Point {
     x: i64,
@@ -10,5 +10,5 @@ fn norm(point: Point) -> i64 {
 }
 
 fn main() {
-    let _ = scriptling_plugin::Plugin::new("p", "1", "").function::<norm>();
+    let _ = Plugin::new("demo", "1.0.0", "").function::<norm>();
 }

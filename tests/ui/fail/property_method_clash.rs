@@ -1,4 +1,4 @@
-use scriptling_plugin::plugin_class;
+use scriptling_plugin::{Plugin, plugin_class};
 
 #[plugin_class]
 struct Counter {
@@ -23,4 +23,6 @@ impl Counter {
     }
 }
 
-fn main() {}
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+}

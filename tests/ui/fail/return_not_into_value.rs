@@ -1,4 +1,4 @@
-use scriptling_plugin::plugin_fn;
+use scriptling_plugin::{Plugin, plugin_fn};
 
 struct Point {
     x: i64,
@@ -11,5 +11,5 @@ fn origin() -> Point {
 
 fn main() {
     let _ = origin().x;
-    let _ = scriptling_plugin::Plugin::new("p", "1", "").function::<origin>();
+    let _ = Plugin::new("demo", "1.0.0", "").function::<origin>();
 }

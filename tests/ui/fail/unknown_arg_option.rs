@@ -1,8 +1,10 @@
-use scriptling_plugin::plugin_fn;
+use scriptling_plugin::{Plugin, plugin_fn};
 
 #[plugin_fn]
 fn greet(#[arg(defualt = "World")] name: String) -> String {
     name
 }
 
-fn main() {}
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").function::<greet>();
+}

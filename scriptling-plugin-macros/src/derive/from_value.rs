@@ -1,0 +1,157 @@
+//! `#[derive(FromValue)]`: reads the value forms in `mod.rs`, each error
+//! carrying the key or index where it happened.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+
+use super::{Body, Fallback, Field, Model, Shape, Trait, field_span, impl_header, quoted_list};
+
+/// The generated `impl FromValue`.
+pub(super) fn generate(model: &Model) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let header = impl_header(model, Trait::FromValue);
+    let expected = expected(model);
+    let body = match &model.body {
+        Body::Struct(shape) => read_shape(shape, &quote!(Self), quote!(__scriptling_value), &expected),
+        Body::Enum(variants) => read_enum(variants, &expected),
+    };
+    quote! {
+        #header {
+            fn from_value(
+                __scriptling_value: #krate::Value,
+            ) -> ::core::result::Result<Self, #krate::FromValueError> {
+                #body
+            }
+
+            fn expected() -> ::std::borrow::Cow<'static, str> {
+                ::std::borrow::Cow::Borrowed(#expected)
+            }
+        }
+    }
+}
+
+/// An impl that type-checks, for a type whose derive has errors.
+pub(super) fn stand_in(model: &Model) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let header = impl_header(model, Trait::FromValue);
+    quote! {
+        #header {
+            fn from_value(_: #krate::Value) -> ::core::result::Result<Self, #krate::FromValueError> {
+                ::core::unreachable!("this type failed to compile")
+            }
+        }
+    }
+}
+
+/// What the type accepts, for mismatch errors: `a dict`, `one of 'red', 'green'`.
+fn expected(model: &Model) -> String {
+    match &model.body {
+        Body::Struct(Shape::Named(_)) => "a dict".to_owned(),
+        Body::Struct(Shape::Tuple(fields)) if fields.len() == 1 => "a value".to_owned(),
+        Body::Struct(Shape::Tuple(fields)) => format!("a list of {} items", fields.len()),
+        Body::Struct(Shape::Unit) => "None".to_owned(),
+        Body::Enum(variants) => {
+            let (unit, data): (Vec<_>, Vec<_>) = variants.iter().partition(|v| matches!(v.shape, Shape::Unit));
+            let unit: Vec<&str> = unit.iter().map(|v| v.key.as_str()).collect();
+            let data: Vec<&str> = data.iter().map(|v| v.key.as_str()).collect();
+            match (unit.is_empty(), data.is_empty()) {
+                (_, true) => format!("one of {}", quoted_list(&unit)),
+                (true, false) => format!("a dict naming one of {}", quoted_list(&data)),
+                (false, false) => {
+                    format!("one of {}, or a dict naming one of {}", quoted_list(&unit), quoted_list(&data))
+                }
+            }
+        }
+    }
+}
+
+/// Builds `target` (`Self`, or `Self::Variant`) of `shape` from `value`.
+fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected: &str) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let private = quote!(#krate::__private);
+    match shape {
+        Shape::Named(fields) => {
+            let known: Vec<&str> = fields.iter().filter(|f| !f.skip).map(|f| f.key.as_str()).collect();
+            let inits = fields.iter().map(|f| {
+                let ident = f.ident.as_ref().expect("named");
+                let ty = &f.ty;
+                let key = &f.key;
+                let fallback = f.default.as_ref().map(|d| match d {
+                    Fallback::Default => quote!(::core::default::Default::default()),
+                    Fallback::Expr(e) => quote!(#e),
+                });
+                let read = match (f.skip, fallback) {
+                    (true, Some(fallback)) => quote!(#fallback),
+                    (true, None) => quote!(::core::default::Default::default()),
+                    (false, None) => quote_spanned!(field_span(f)=>
+                        #private::field::<#ty>(&mut __scriptling_entries, #key)?),
+                    (false, Some(fallback)) => quote_spanned!(field_span(f)=>
+                        #private::field_or_else::<#ty>(&mut __scriptling_entries, #key, || #fallback)?),
+                };
+                quote!(#ident: #read)
+            });
+            quote!({
+                let mut __scriptling_entries = #private::dict(#value, #expected)?;
+                #private::no_other_keys(&__scriptling_entries, &[#(#known),*])?;
+                ::core::result::Result::Ok(#target { #(#inits),* })
+            })
+        }
+        Shape::Tuple(fields) if fields.len() == 1 => {
+            let ty = &fields[0].ty;
+            quote_spanned!(field_span(&fields[0])=>
+                ::core::result::Result::Ok(#target(<#ty as #krate::FromValue>::from_value(#value)?)))
+        }
+        Shape::Tuple(fields) => {
+            let len = fields.len();
+            let items = fields.iter().enumerate().map(|(i, f): (usize, &Field)| {
+                let ty = &f.ty;
+                quote_spanned!(field_span(f)=> #private::item::<#ty>(&mut __scriptling_items, #i)?)
+            });
+            quote!({
+                let mut __scriptling_items = #private::list(#value, #len, #expected)?;
+                ::core::result::Result::Ok(#target(#(#items),*))
+            })
+        }
+        Shape::Unit => quote!(match #value {
+            #krate::Value::Null => ::core::result::Result::Ok(#target),
+            other => ::core::result::Result::Err(#krate::FromValueError::mismatch(#expected, &other)),
+        }),
+    }
+}
+
+/// A variant by name: a string for one without data, a one-entry dict for
+/// one with data (whose errors are placed under its name).
+fn read_enum(variants: &[super::Variant], expected: &str) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let private = quote!(#krate::__private);
+    let known: Vec<&str> = variants.iter().map(|v| v.key.as_str()).collect();
+    let arms = variants.iter().map(|v| {
+        let ident = &v.ident;
+        let key = &v.key;
+        let target = quote!(Self::#ident);
+        match &v.shape {
+            Shape::Unit => quote! {
+                (#key, ::core::option::Option::None) => ::core::result::Result::Ok(#target),
+                (#key, ::core::option::Option::Some(_)) => ::core::result::Result::Err(#private::variant_form(#key, false)),
+            },
+            shape => {
+                let inner_expected = format!("the data of variant '{key}'");
+                let read = read_shape(shape, &target, quote!(__scriptling_data), &inner_expected);
+                quote! {
+                    (#key, ::core::option::Option::Some(__scriptling_data)) => {
+                        let __scriptling_read = || -> ::core::result::Result<Self, #krate::FromValueError> { #read };
+                        __scriptling_read().map_err(|e| e.at_key(#key))
+                    }
+                    (#key, ::core::option::Option::None) => ::core::result::Result::Err(#private::variant_form(#key, true)),
+                }
+            }
+        }
+    });
+    quote!({
+        let (__scriptling_name, __scriptling_data) = #private::variant(__scriptling_value, #expected)?;
+        match (__scriptling_name.as_str(), __scriptling_data) {
+            #(#arms)*
+            (other, _) => ::core::result::Result::Err(#private::unknown_variant(other, &[#(#known),*])),
+        }
+    })
+}

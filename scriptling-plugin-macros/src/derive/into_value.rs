@@ -1,0 +1,100 @@
+//! `#[derive(IntoValue)]`: writes the value forms in `mod.rs`; skipped
+//! fields are left out.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+
+use super::{Body, Model, Shape, Trait, field_span, impl_header};
+
+/// The generated `impl IntoValue`.
+pub(super) fn generate(model: &Model) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let header = impl_header(model, Trait::IntoValue);
+    let body = match &model.body {
+        Body::Struct(shape) => {
+            let (pattern, write) = write_shape(shape, &quote!(Self));
+            quote!({
+                let #pattern = self;
+                #write
+            })
+        }
+        Body::Enum(variants) => {
+            let arms = variants.iter().map(|v| {
+                let ident = &v.ident;
+                let key = &v.key;
+                let (pattern, write) = write_shape(&v.shape, &quote!(Self::#ident));
+                match v.shape {
+                    Shape::Unit => quote!(#pattern => ::core::result::Result::Ok(#krate::Value::String(#key.into())),),
+                    _ => quote!(#pattern => ::core::result::Result::Ok(#krate::__private::tagged(#key, #write?)),),
+                }
+            });
+            quote!(match self { #(#arms)* })
+        }
+    };
+    quote! {
+        #header {
+            fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
+                #body
+            }
+        }
+    }
+}
+
+/// An impl that type-checks, for a type whose derive has errors.
+pub(super) fn stand_in(model: &Model) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let header = impl_header(model, Trait::IntoValue);
+    quote! {
+        #header {
+            fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
+                ::core::unreachable!("this type failed to compile")
+            }
+        }
+    }
+}
+
+/// The pattern that takes `target` (`Self`, `Self::Variant`) apart, and the
+/// block (a `Result<Value, IntoValueError>`, returning early on a field that
+/// fails) that writes its fields.
+fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream) {
+    let krate = quote!(::scriptling_plugin);
+    let private = quote!(#krate::__private);
+    match shape {
+        Shape::Named(fields) => {
+            let idents: Vec<_> = fields.iter().map(|f| f.ident.clone().expect("named")).collect();
+            let puts = fields.iter().zip(&idents).filter(|(f, _)| !f.skip).map(|(f, ident)| {
+                let key = &f.key;
+                quote_spanned!(field_span(f)=> #private::put(&mut __scriptling_entries, #key, #ident)?;)
+            });
+            let skipped = fields.iter().zip(&idents).filter(|(f, _)| f.skip).map(|(_, ident)| ident);
+            let write = quote!({
+                #(let _ = #skipped;)*
+                let mut __scriptling_entries = #private::Entries::new();
+                #(#puts)*
+                ::core::result::Result::<#krate::Value, #krate::IntoValueError>::Ok(
+                    #krate::Value::Dict(__scriptling_entries),
+                )
+            });
+            (quote!(#target { #(#idents),* }), write)
+        }
+        Shape::Tuple(fields) if fields.len() == 1 => {
+            let write = quote_spanned!(field_span(&fields[0])=> #krate::IntoValue::into_value(__scriptling_0));
+            (quote!(#target(__scriptling_0)), write)
+        }
+        Shape::Tuple(fields) => {
+            let names: Vec<_> = (0..fields.len()).map(|i| format_ident!("__scriptling_{}", i)).collect();
+            let items = fields
+                .iter()
+                .zip(&names)
+                .enumerate()
+                .map(|(i, (f, name))| quote_spanned!(field_span(f)=> #private::element(#i, #name)?));
+            let write = quote!({
+                ::core::result::Result::<#krate::Value, #krate::IntoValueError>::Ok(
+                    #krate::Value::List(::std::vec![#(#items),*]),
+                )
+            });
+            (quote!(#target(#(#names),*)), write)
+        }
+        Shape::Unit => (quote!(#target), quote!(::core::result::Result::Ok(#krate::Value::Null))),
+    }
+}

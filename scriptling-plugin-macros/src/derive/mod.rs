@@ -1,0 +1,248 @@
+//! `#[derive(FromValue)]` and `#[derive(IntoValue)]`: the type read into a
+//! model (names after renaming, defaults, skips), checked once for both
+//! derives, then written out by `from_value.rs` or `into_value.rs`.
+//!
+//! The value forms (documented on the derives in `lib.rs`):
+//!
+//! | Rust | Scriptling |
+//! |---|---|
+//! | `struct S { a: A, b: B }` | `{"a": .., "b": ..}` |
+//! | `struct S(A)` | what `A` is |
+//! | `struct S(A, B)` | `[a, b]` |
+//! | `struct S;` | `None` |
+//! | `enum E { A, B }` | `"A"`, `"B"` |
+//! | `enum E { A(X), B(X, Y), C { x: X } }` | `{"A": x}`, `{"B": [x, y]}`, `{"C": {"x": ..}}` |
+
+mod case;
+mod from_value;
+mod into_value;
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Generics, Ident, Type, TypeParamBound, WherePredicate};
+
+use crate::attrs;
+use crate::errors::Errors;
+
+/// Which derive is being expanded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trait {
+    FromValue,
+    IntoValue,
+}
+
+impl Trait {
+    fn name(self) -> &'static str {
+        match self {
+            Trait::FromValue => "FromValue",
+            Trait::IntoValue => "IntoValue",
+        }
+    }
+}
+
+/// A field's value when its key is missing (or it is skipped).
+enum Fallback {
+    /// `Default::default()` (`#[scriptling(default)]`, or `skip` alone).
+    Default,
+    /// The expression given (`#[scriptling(default = <expr>)]`).
+    Expr(Expr),
+}
+
+struct Field {
+    /// `Some` for named fields.
+    ident: Option<Ident>,
+    ty: Type,
+    /// The key it has in a dict (named fields).
+    key: String,
+    default: Option<Fallback>,
+    skip: bool,
+}
+
+enum Shape {
+    /// `{ a: A, .. }`: a dict.
+    Named(Vec<Field>),
+    /// `(A, ..)`: one field is the value itself, several a list.
+    Tuple(Vec<Field>),
+    /// No fields.
+    Unit,
+}
+
+struct Variant {
+    ident: Ident,
+    /// Its name in Scriptling.
+    key: String,
+    shape: Shape,
+}
+
+enum Body {
+    Struct(Shape),
+    Enum(Vec<Variant>),
+}
+
+/// The type being derived for, as the generators need it.
+struct Model {
+    ident: Ident,
+    generics: Generics,
+    body: Body,
+}
+
+pub(crate) fn expand(input: TokenStream, which: Trait) -> TokenStream {
+    let input = match syn::parse2::<DeriveInput>(input) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut errors = Errors::default();
+    let model = read(&input, which, &mut errors);
+    match errors.finish() {
+        Ok(()) => match which {
+            Trait::FromValue => from_value::generate(&model),
+            Trait::IntoValue => into_value::generate(&model),
+        },
+        // An impl that type-checks, so uses of the type add no errors to
+        // the ones that explain the mistake.
+        Err(e) => {
+            let stand_in = match which {
+                Trait::FromValue => from_value::stand_in(&model),
+                Trait::IntoValue => into_value::stand_in(&model),
+            };
+            let errors = e.to_compile_error();
+            quote!(#stand_in #errors)
+        }
+    }
+}
+
+fn read(input: &DeriveInput, which: Trait, errors: &mut Errors) -> Model {
+    check_generics(&input.generics, which, errors);
+    let container = options(&input.attrs, &attrs::CONTAINER, errors);
+    let rule = container.str("rename_all").and_then(|rule| {
+        if case::RULES.contains(&rule.value().as_str()) {
+            Some(rule.value())
+        } else {
+            let list = case::RULES.iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ");
+            errors.at(&rule, format!("unknown `rename_all` rule; expected one of: {list}"));
+            None
+        }
+    });
+    let rename = |name: &str| rule.as_deref().map_or_else(|| name.to_owned(), |r| case::apply(r, name));
+    let body = match &input.data {
+        Data::Struct(s) => Body::Struct(shape(&s.fields, &rename, errors)),
+        Data::Enum(e) => Body::Enum(
+            e.variants
+                .iter()
+                .map(|v| {
+                    let options = options(&v.attrs, &attrs::VARIANT, errors);
+                    let key = options.str("rename").map_or_else(|| rename(&v.ident.to_string()), |s| s.value());
+                    // Fields of a struct variant keep their own names.
+                    Variant { ident: v.ident.clone(), key, shape: shape(&v.fields, &|n: &str| n.to_owned(), errors) }
+                })
+                .collect(),
+        ),
+        Data::Union(u) => {
+            errors
+                .at(u.union_token, format!("{} cannot be derived for a union: use a struct or an enum", which.name()));
+            Body::Struct(Shape::Unit)
+        }
+    };
+    Model { ident: input.ident.clone(), generics: input.generics.clone(), body }
+}
+
+/// The fields, with their keys (renamed by `rename` unless given) and options.
+fn shape(fields: &Fields, rename: &dyn Fn(&str) -> String, errors: &mut Errors) -> Shape {
+    match fields {
+        Fields::Named(named) => Shape::Named(
+            named
+                .named
+                .iter()
+                .map(|f| {
+                    let ident = f.ident.clone().expect("named");
+                    let options = options(&f.attrs, &attrs::FIELD, errors);
+                    let name = crate::params::unraw(&ident);
+                    let key = options.str("rename").map_or_else(|| rename(&name), |s| s.value());
+                    let default = match (options.flag("default"), options.expr("default")) {
+                        (_, Some(expr)) => Some(Fallback::Expr(expr)),
+                        (true, None) => Some(Fallback::Default),
+                        (false, None) => None,
+                    };
+                    Field { ident: Some(ident), ty: f.ty.clone(), key, default, skip: options.flag("skip") }
+                })
+                .collect(),
+        ),
+        Fields::Unnamed(unnamed) => Shape::Tuple(
+            unnamed
+                .unnamed
+                .iter()
+                .map(|f| {
+                    if let Some(attr) = f.attrs.iter().find(|a| a.path().is_ident("scriptling")) {
+                        errors.at(attr, "#[scriptling] options go on named fields; a tuple's items have no keys");
+                    }
+                    Field { ident: None, ty: f.ty.clone(), key: String::new(), default: None, skip: false }
+                })
+                .collect(),
+        ),
+        Fields::Unit => Shape::Unit,
+    }
+}
+
+/// The `#[scriptling(...)]` options among `attrs`.
+fn options(attrs: &[syn::Attribute], spec: &attrs::Spec, errors: &mut Errors) -> attrs::Options {
+    let mut options = attrs::Options::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("scriptling")) {
+        spec.parse_attr_into(attr, &mut options, errors);
+    }
+    options
+}
+
+/// Type parameters must be bounded by the trait being derived: the derive
+/// adds no bounds of its own, so what a generic type needs is visible where
+/// it is declared. Lifetimes cannot come from a value.
+fn check_generics(generics: &Generics, which: Trait, errors: &mut Errors) {
+    let names_trait = |b: &TypeParamBound| match b {
+        TypeParamBound::Trait(t) => t.path.segments.last().is_some_and(|s| s.ident == which.name()),
+        _ => false,
+    };
+    let bounded = |ident: &Ident| {
+        let declared = generics.type_params().any(|p| p.ident == *ident && p.bounds.iter().any(names_trait));
+        let in_where = generics.where_clause.iter().flat_map(|w| &w.predicates).any(|pred| match pred {
+            WherePredicate::Type(t) => {
+                matches!(&t.bounded_ty, Type::Path(p) if p.path.is_ident(ident)) && t.bounds.iter().any(names_trait)
+            }
+            _ => false,
+        });
+        declared || in_where
+    };
+    for param in &generics.params {
+        match param {
+            GenericParam::Type(t) if !bounded(&t.ident) => {
+                let (ident, name) = (&t.ident, which.name());
+                let article = if name.starts_with('I') { "an" } else { "a" };
+                errors.at(
+                    ident,
+                    format!("`{ident}` needs {article} `{name}` bound to derive `{name}`: write `{ident}: {name}`"),
+                );
+            }
+            GenericParam::Lifetime(l) if which == Trait::FromValue => errors
+                .at(l, "FromValue cannot be derived for a type that borrows: values arrive owned, so use owned fields"),
+            _ => {}
+        }
+    }
+}
+
+/// `impl<..> ::scriptling_plugin::<Trait> for Type<..> where ..`, the
+/// header every generated impl shares.
+fn impl_header(model: &Model, which: Trait) -> TokenStream {
+    let ident = &model.ident;
+    let trait_ident = Ident::new(which.name(), Span::call_site());
+    let (impl_generics, type_generics, where_clause) = model.generics.split_for_impl();
+    quote!(impl #impl_generics ::scriptling_plugin::#trait_ident for #ident #type_generics #where_clause)
+}
+
+/// `'a'`, `'b'` as a message lists keys.
+fn quoted_list(names: &[&str]) -> String {
+    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+}
+
+/// A field's type, spanned for errors about a field that does not convert.
+fn field_span(field: &Field) -> Span {
+    field.ty.span()
+}

@@ -1,0 +1,156 @@
+//! What `#[derive(FromValue, IntoValue)]` expands to calls (re-exported
+//! through `__private`): dict entries by key and list items by index, each
+//! error carrying where it happened, and unknown keys refused by name.
+
+use std::collections::BTreeMap;
+
+use crate::value::Value;
+use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
+
+/// A dict's entries, taken by the fields one by one.
+pub type Entries = BTreeMap<String, Value>;
+
+/// The entries of `value`, which must be a dict.
+pub fn dict(value: Value, expected: &str) -> Result<Entries, FromValueError> {
+    match value {
+        Value::Dict(entries) => Ok(entries),
+        other => Err(FromValueError::mismatch(expected, &other)),
+    }
+}
+
+/// Refuses a key that is not one of `known`, naming the known ones, before
+/// any field is read: a misspelt key is reported as such, not as the
+/// missing key it was meant to be.
+pub fn no_other_keys(entries: &Entries, known: &[&str]) -> Result<(), FromValueError> {
+    let Some(unknown) = entries.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
+    let list = known.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
+    Err(FromValueError::message(match known.len() {
+        0 => format!("has unknown key '{unknown}'; it takes no keys"),
+        _ => format!("has unknown key '{unknown}'; the keys are {list}"),
+    }))
+}
+
+/// The field stored under `key`. A missing key reads as `None`, so an
+/// `Option` (or `Value`) field may be left out; any other field must be there.
+pub fn field<T: FromValue>(entries: &mut Entries, key: &str) -> Result<T, FromValueError> {
+    match entries.remove(key) {
+        Some(value) => T::from_value(value).map_err(|e| e.at_key(key)),
+        None => T::from_value(Value::Null).map_err(|_| FromValueError::message(format!("is missing key '{key}'"))),
+    }
+}
+
+/// The field stored under `key`, or `default()` when the key is missing.
+pub fn field_or_else<T: FromValue>(
+    entries: &mut Entries,
+    key: &str,
+    default: impl FnOnce() -> T,
+) -> Result<T, FromValueError> {
+    match entries.remove(key) {
+        Some(value) => T::from_value(value).map_err(|e| e.at_key(key)),
+        None => Ok(default()),
+    }
+}
+
+/// The items of `value`, which must be a list of exactly `len` items.
+pub fn list(value: Value, len: usize, expected: &str) -> Result<std::vec::IntoIter<Value>, FromValueError> {
+    match value {
+        Value::List(items) if items.len() == len => Ok(items.into_iter()),
+        Value::List(items) => {
+            Err(FromValueError::message(format!("must be a list of {len} items, got {} items", items.len())))
+        }
+        other => Err(FromValueError::mismatch(expected, &other)),
+    }
+}
+
+/// The next item of a list checked by [`list`], converted.
+pub fn item<T: FromValue>(items: &mut std::vec::IntoIter<Value>, index: usize) -> Result<T, FromValueError> {
+    T::from_value(items.next().unwrap_or_default()).map_err(|e| e.at_index(index))
+}
+
+/// The variant named by `value`: a string for a variant without data, a
+/// dict with one entry (its name, then its data) for one with data.
+pub fn variant(value: Value, expected: &str) -> Result<(String, Option<Value>), FromValueError> {
+    match value {
+        Value::String(name) => Ok((name, None)),
+        Value::Dict(entries) if entries.len() == 1 => {
+            let (name, data) = entries.into_iter().next().expect("one entry");
+            Ok((name, Some(data)))
+        }
+        Value::Dict(entries) => Err(FromValueError::message(format!(
+            "must be {expected}: a dict naming a variant has one key, this one has {}",
+            entries.len()
+        ))),
+        other => Err(FromValueError::mismatch(expected, &other)),
+    }
+}
+
+/// The error for a variant name that is not one of `known`.
+pub fn unknown_variant(name: &str, known: &[&str]) -> FromValueError {
+    let list = known.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
+    FromValueError::message(format!("names no variant: got '{name}', expected one of {list}"))
+}
+
+/// The error for a variant given in the wrong form: `name` with data when
+/// it has none, or without data when it has some.
+pub fn variant_form(name: &str, has_data: bool) -> FromValueError {
+    FromValueError::message(if has_data {
+        format!("gives variant '{name}' without its data: write {{'{name}': ...}}")
+    } else {
+        format!("gives data to variant '{name}', which has none: write '{name}'")
+    })
+}
+
+/// Stores field `value` under `key`.
+pub fn put<T: IntoValue>(entries: &mut Entries, key: &str, value: T) -> Result<(), IntoValueError> {
+    let value = value.into_value().map_err(|e| IntoValueError::new(format!("field '{key}': {e}")))?;
+    entries.insert(key.to_owned(), value);
+    Ok(())
+}
+
+/// `value` as a list item at `index`.
+pub fn element<T: IntoValue>(index: usize, value: T) -> Result<Value, IntoValueError> {
+    value.into_value().map_err(|e| IntoValueError::new(format!("item {index}: {e}")))
+}
+
+/// A variant with data: a dict with one entry, its name, holding `data`.
+pub fn tagged(name: &str, data: Value) -> Value {
+    Value::Dict(BTreeMap::from([(name.to_owned(), data)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(pairs: &[(&str, Value)]) -> Entries {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    }
+
+    #[test]
+    fn fields_report_their_key_and_missing_options_read_as_none() {
+        let mut e = entries(&[("limit", Value::from("ten"))]);
+        let err = field::<i64>(&mut e, "limit").unwrap_err();
+        assert_eq!(err.to_string(), "value['limit'] must be an int, got string");
+        assert_eq!(field::<Option<i64>>(&mut e, "absent"), Ok(None));
+        assert_eq!(field::<i64>(&mut e, "absent").unwrap_err().reason(), "is missing key 'absent'");
+        assert_eq!(field_or_else(&mut e, "absent", || 7i64), Ok(7));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_the_known_ones() {
+        let e = entries(&[("limt", Value::Int(1))]);
+        assert_eq!(
+            no_other_keys(&e, &["limit", "case"]).unwrap_err().reason(),
+            "has unknown key 'limt'; the keys are 'limit', 'case'"
+        );
+        assert!(no_other_keys(&entries(&[("limit", Value::Int(1))]), &["limit"]).is_ok());
+    }
+
+    #[test]
+    fn lists_must_have_exactly_their_length() {
+        let err = list(Value::List(vec![Value::Int(1)]), 2, "a list of 2 items").unwrap_err();
+        assert_eq!(err.reason(), "must be a list of 2 items, got 1 items");
+        let mut items = list(Value::List(vec![Value::Int(1), Value::from("x")]), 2, "").unwrap();
+        assert_eq!(item::<i64>(&mut items, 0), Ok(1));
+        assert_eq!(item::<i64>(&mut items, 1).unwrap_err().to_string(), "value[1] must be an int, got string");
+    }
+}

@@ -1,0 +1,10 @@
+use scriptling_plugin::{Plugin, plugin_fn};
+
+#[plugin_fn]
+fn greet(#[arg(default)] name: String) -> String {
+    name
+}
+
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").function::<greet>();
+}

@@ -1,0 +1,18 @@
+use scriptling_plugin::{Plugin, plugin_class};
+
+#[plugin_class(nmae = "Tally")]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new(start: i64) -> Self {
+        Counter { value: start }
+    }
+}
+
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+}

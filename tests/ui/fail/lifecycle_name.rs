@@ -1,0 +1,23 @@
+use scriptling_plugin::{Plugin, plugin_class};
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new(start: i64) -> Self {
+        Counter { value: start }
+    }
+
+    #[plugin_fn(name = "__str__")]
+    fn show(&self) -> String {
+        self.value.to_string()
+    }
+}
+
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+}

@@ -1,0 +1,27 @@
+use scriptling_plugin::{Plugin, plugin_class};
+
+#[plugin_class]
+struct Counter {
+    value: i64,
+}
+
+#[plugin_class]
+impl Counter {
+    #[constructor]
+    fn new(start: i64) -> Self {
+        Counter { value: start }
+    }
+
+    #[property(settable = "yes")]
+    fn value(&self) -> i64 {
+        self.value
+    }
+
+    fn set_value(&mut self, value: i64) {
+        self.value = value;
+    }
+}
+
+fn main() {
+    let _ = Plugin::new("demo", "1.0.0", "").class::<Counter>();
+}
