@@ -2,7 +2,8 @@
 //! examples, so the SDKs can be compared side by side.
 //!
 //! ```text
-//! cargo run --example hello        # then speak JSON-RPC on stdin, or:
+//! cargo run --example hello -- --describe   # what it exports
+//! cargo run --example hello                 # then speak JSON-RPC on stdin (PROTOCOL.md), or:
 //! scriptling --plugin-dir target/debug/examples -c 'import plugin.hello; print(plugin.hello.greet("Ada"))'
 //! ```
 
@@ -10,8 +11,8 @@ use scriptling_plugin::{Plugin, ServeError, plugin_class, plugin_fn};
 
 /// Returns a greeting for `name`.
 #[plugin_fn]
-fn greet(name: String) -> String {
-    format!("Hello, {name}")
+fn greet(name: String, #[arg(default = "Hello")] greeting: String) -> String {
+    format!("{greeting}, {name}")
 }
 
 /// Returns a build label for `name`.

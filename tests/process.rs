@@ -108,6 +108,89 @@ fn input_waiting_at_start_is_served_whole_from_the_first_line_on() {
     assert_eq!(run_fixture_on_file(""), (vec![], Some(0)));
 }
 
+/// Runs the hello example with `args` and no input; returns its exit code,
+/// stdout and stderr.
+fn hello_with(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(scriptling_plugin::testing::example_path("hello"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (output.status.code(), text(output.stdout), text(output.stderr))
+}
+
+#[test]
+fn a_plugin_binary_describes_itself_without_a_host() {
+    let (code, out, _) = hello_with(&["--describe"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("hello 1.0.0: Example Rust plugin\n"), "{out}");
+    for expected in [
+        "functions:\n  greet(name, greeting=\"Hello\")\n      Returns a greeting for `name`.\n",
+        "classes:\n",
+        "  Counter(start)\n",
+        "    inc(amount)\n        Adds `amount` and returns the new value.\n",
+        "constants:\n  default_name = \"World\"\n",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+
+    let (code, out, _) = hello_with(&["--schema"]);
+    assert_eq!(code, Some(0));
+    let schema: J = serde_json::from_str(&out).unwrap();
+    let host = Host::spawn_example("hello").unwrap();
+    assert_eq!(schema, host.handshake().unwrap(), "--schema prints the handshake answer");
+
+    assert_eq!(
+        hello_with(&["--version"]),
+        (Some(0), format!("hello 1.0.0 (scriptling-plugin {})\n", env!("CARGO_PKG_VERSION")), String::new())
+    );
+    let (code, out, _) = hello_with(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("usage: hello [--describe"), "{out}");
+}
+
+/// The first fenced block after `marker` in PROTOCOL.md, as lines.
+fn protocol_block(marker: &str) -> Vec<String> {
+    let doc = include_str!("../PROTOCOL.md");
+    let after = &doc[doc.find(marker).expect("marker in PROTOCOL.md")..];
+    let block = &after[after.find("```text\n").expect("a text block") + 8..];
+    block[..block.find("```").expect("closed block")].lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn the_protocol_pages_session_gives_the_answers_it_shows() {
+    let input = protocol_block("<!-- session:input").join("\n") + "\n";
+    let expected = protocol_block("<!-- session:output");
+    let mut child = Command::new(scriptling_plugin::testing::example_path("hello"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let got: Vec<String> = String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+    for (got, expected) in got.iter().zip(&expected) {
+        match expected.strip_suffix('…') {
+            Some(prefix) => assert!(got.starts_with(prefix), "{got}\ndoes not start with\n{prefix}"),
+            None => assert_eq!(got, expected),
+        }
+    }
+}
+
+#[test]
+fn an_unknown_argument_is_refused_with_the_usage() {
+    let (code, out, err) = hello_with(&["--descibe"]);
+    assert_eq!(code, Some(1));
+    assert!(out.is_empty());
+    assert!(err.contains("unknown argument `--descibe`"), "{err}");
+    assert!(err.contains("usage: hello [--describe"), "{err}");
+}
+
 #[test]
 fn stdin_eof_exits_zero_promptly() {
     let host = fixture();

@@ -25,6 +25,23 @@
 //! The attributes are sugar over a public builder: everything
 //! `#[plugin_fn]` generates can be written by hand with [`Function`] and
 //! [`Plugin::add_function`].
+//!
+//! The wire protocol, with a session to paste into a plugin's stdin, is in
+//! `PROTOCOL.md` at the repository's root.
+//!
+//! # Features
+//!
+//! | feature | default | gives |
+//! |---|---|---|
+//! | `macros` | yes | `#[plugin_fn]`, `#[plugin_class]`, `#[derive(FromValue, IntoValue)]` |
+//! | `testing` | no | `scriptling_plugin::testing`: in-process and spawned hosts for your tests |
+//! | `tracing` | no | `tracing` events sent to the host's log |
+//! | `log` | no | `log` records sent to the host's log |
+//! | `http` | no | serving over HTTP (`Plugin::serve_http`, `--listen`) |
+//!
+//! Items behind a feature say so on their page; these docs show every
+//! feature only when built with `cargo doc --all-features --open` (as on
+//! docs.rs).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -41,6 +58,7 @@ mod transport;
 mod value;
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 #[cfg(feature = "fuzzing")]
@@ -48,9 +66,11 @@ pub mod testing;
 pub mod fuzz;
 
 #[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use bridge::tracing;
 
 #[cfg(feature = "log")]
+#[cfg_attr(docsrs, doc(cfg(feature = "log")))]
 pub use bridge::log;
 
 pub use call::callback::{Callback, IntoArgs};
@@ -66,6 +86,7 @@ pub use value::json::Json;
 pub use value::{CallbackRef, ObjectRef, Value};
 
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use transport::http::{CLIENT_HEADER, HttpConfig};
 
 /// Exports a free function (see the attribute's full reference below).
@@ -89,6 +110,7 @@ pub use transport::http::{CLIENT_HEADER, HttpConfig};
 /// # let _ = plugin;
 /// ```
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use scriptling_plugin_macros::plugin_fn;
 
 /// Exports a struct and its impl block as a class (see the attribute's full
@@ -120,6 +142,7 @@ pub use scriptling_plugin_macros::plugin_fn;
 /// # let _ = plugin;
 /// ```
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use scriptling_plugin_macros::plugin_class;
 
 /// Derives [`FromValue`](trait@FromValue) and [`IntoValue`](trait@IntoValue)
@@ -147,6 +170,7 @@ pub use scriptling_plugin_macros::plugin_class;
 /// assert_eq!(back.to_string(), r#"{"caseSensitive": True, "maxHits": 5}"#);
 /// ```
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use scriptling_plugin_macros::FromValue;
 
 /// Derives [`IntoValue`](trait@IntoValue): see [`FromValue`](macro@FromValue)
@@ -170,12 +194,18 @@ pub use scriptling_plugin_macros::FromValue;
 /// );
 /// ```
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use scriptling_plugin_macros::IntoValue;
 
-// The README's Rust snippets are compiled and run as doctests.
+// The READMEs' Rust snippets are compiled and run as doctests (the
+// repository's guide, and this crate's own page on crates.io).
 #[cfg(all(doctest, feature = "macros", feature = "testing"))]
 #[doc = include_str!("../../README.md")]
 mod readme {}
+
+#[cfg(all(doctest, feature = "macros"))]
+#[doc = include_str!("../README.md")]
+mod crate_readme {}
 
 /// Items used by the code the attributes generate. Not a stable API.
 #[doc(hidden)]

@@ -17,6 +17,8 @@ pub(crate) struct Options {
     pub(crate) log_ack_timeout: Duration,
     pub(crate) max_sync_threads: usize,
     pub(crate) panic_backtraces: bool,
+    /// `run` leaves unknown arguments to the plugin.
+    pub(crate) own_args: bool,
 }
 
 impl Default for Options {
@@ -28,6 +30,7 @@ impl Default for Options {
             log_ack_timeout: Duration::from_secs(5),
             max_sync_threads: 512,
             panic_backtraces: false,
+            own_args: false,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod class;
 pub(crate) mod core;
+pub(crate) mod describe;
 pub(crate) mod error;
 pub(crate) mod function;
 pub(crate) mod plugin;

@@ -200,6 +200,23 @@ impl Plugin {
         self
     }
 
+    /// Lets the binary take arguments of its own (what a script passes with
+    /// `scriptling.plugin.load(..., args=[...])`): [`run`](Plugin::run) then
+    /// leaves arguments it does not know to the plugin, which reads them with
+    /// `std::env::args()`, instead of refusing them with its usage line.
+    /// The SDK's flags (`--describe`, `--schema`, `--version`, `--help`,
+    /// `--listen`, `--path`) keep their meaning.
+    ///
+    /// ```
+    /// # use scriptling_plugin::Plugin;
+    /// let plugin = Plugin::new("db", "1.0.0", "").own_args();
+    /// # let _ = plugin;
+    /// ```
+    pub fn own_args(mut self) -> Self {
+        self.options.own_args = true;
+        self
+    }
+
     /// The library name.
     pub fn get_name(&self) -> &str {
         &self.name

@@ -1,6 +1,7 @@
 //! Transports: stdio and HTTP, each feeding the dispatcher, and the
 //! `Plugin` methods that serve a plugin over them.
 
+pub(crate) mod cli;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 pub(crate) mod signals;
@@ -8,9 +9,11 @@ pub(crate) mod stdio;
 
 use std::sync::{Arc, OnceLock};
 
+use crate::exports::describe;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
 use crate::runtime::{panic, pool};
+use crate::transport::cli::Command;
 use crate::transport::signals::Signals;
 use crate::transport::stdio::Session;
 
@@ -37,15 +40,47 @@ impl Plugin {
     ///
     /// Returns the registration problems if the plugin is inconsistent.
     ///
+    /// The binary also describes itself, without a host: `--describe`
+    /// prints every function, class, method, property and constant with its
+    /// Scriptling signature and help, `--schema` the handshake answer as
+    /// JSON, `--version` the library's name and version, `--help` the usage.
+    /// Any other argument is refused with the usage line, unless the plugin
+    /// takes arguments of its own ([`own_args`](Plugin::own_args)).
+    ///
     /// The same binary can serve HTTP instead, with no code change: pass
     /// `--listen ADDR` (and optionally `--path /json-rpc`), or set
     /// `SCRIPTLING_PLUGIN_LISTEN` (and the other `SCRIPTLING_PLUGIN_*`
-    /// variables listed on [`HttpConfig`](crate::HttpConfig)); arguments win
+    /// variables listed on `HttpConfig`); arguments win
     /// over the environment. This needs the `http` feature. Set the
     /// variables only for the plugin's own process: a Scriptling host passes
     /// its environment to every plugin it spawns.
     pub fn run(self) -> Result<(), ServeError> {
         let core = self.build()?;
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let program = cli::program_name();
+        let command = cli::parse(&args, core.options.own_args)
+            .map_err(|e| ServeError::Config(format!("{e}\n\n{}", cli::usage(&program))))?;
+        if command != Command::Serve {
+            let answer =
+                || serde_json::from_slice::<serde_json::Value>(&core.handshake).expect("the handshake is JSON");
+            let text = match command {
+                Command::Describe => describe::describe(&answer()),
+                Command::Schema => format!("{:#}\n", answer()),
+                Command::Version => {
+                    let library = &answer()["library"];
+                    let field = |key: &str| library[key].as_str().unwrap_or_default().to_owned();
+                    format!(
+                        "{} {} (scriptling-plugin {})\n",
+                        field("name"),
+                        field("version"),
+                        env!("CARGO_PKG_VERSION")
+                    )
+                }
+                Command::Help | Command::Serve => cli::usage(&program),
+            };
+            use std::io::Write;
+            return std::io::stdout().write_all(text.as_bytes()).map_err(ServeError::Io);
+        }
         #[cfg(feature = "http")]
         if let Some(config) = crate::transport::http::HttpConfig::from_env_and_args()? {
             return crate::transport::http::run(core, config);
@@ -81,6 +116,7 @@ impl Plugin {
     /// alone for loopback) until SIGINT or SIGTERM. See
     /// [`serve_http_with`](Plugin::serve_http_with) for the options.
     #[cfg(feature = "http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn serve_http(self, addr: &str) -> Result<(), ServeError> {
         let config = crate::transport::http::HttpConfig::new(
             crate::transport::http::parse_addr(addr).map_err(ServeError::Config)?,
@@ -92,6 +128,7 @@ impl Plugin {
     /// until SIGINT or SIGTERM; then in-flight requests finish and every
     /// object is dropped.
     #[cfg(feature = "http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn serve_http_with(self, config: crate::transport::http::HttpConfig) -> Result<(), ServeError> {
         let core = self.build()?;
         crate::transport::http::run(core, config)
