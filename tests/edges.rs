@@ -16,6 +16,8 @@ use scriptling_plugin::testing::{Host, example_path};
 use scriptling_plugin::{CallError, Callback, CallbackRef, Logger, Plugin, Value, plugin_class, plugin_fn};
 use serde_json::{Value as J, json};
 
+mod common;
+
 /// Logs `n` numbered records, then answers `n`.
 #[plugin_fn]
 fn log_many(n: i64) -> i64 {
@@ -198,23 +200,8 @@ fn shutdown_hooks_log_through_the_host_before_shutdown_is_answered() {
 
 // ---- answers owed at exit ---------------------------------------------------
 
-/// Runs the hello example on `input` (stdin then closed) and returns its
-/// whole output and exit code.
 fn run_hello(input: Vec<u8>) -> (Vec<u8>, Option<i32>) {
-    let mut child = Command::new(example_path("hello"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let mut out = Vec::new();
-    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
-    writer.join().unwrap();
-    (out, child.wait().unwrap().code())
+    common::run_example("hello", input)
 }
 
 fn ping_batch(size: usize) -> String {

@@ -9,6 +9,8 @@ use scriptling_plugin::Value;
 use scriptling_plugin::testing::Host;
 use serde_json::{Value as J, json};
 
+mod common;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn fixture() -> Host {
@@ -162,17 +164,9 @@ fn protocol_block(marker: &str) -> Vec<String> {
 fn the_protocol_pages_session_gives_the_answers_it_shows() {
     let input = protocol_block("<!-- session:input").join("\n") + "\n";
     let expected = protocol_block("<!-- session:output");
-    let mut child = Command::new(scriptling_plugin::testing::example_path("hello"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    let got: Vec<String> = String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned).collect();
+    let (out, code) = common::run_example("hello", input.into_bytes());
+    assert_eq!(code, Some(0));
+    let got: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_owned).collect();
     assert_eq!(got.len(), expected.len(), "{got:#?}");
     for (got, expected) in got.iter().zip(&expected) {
         match expected.strip_suffix('…') {

@@ -1,0 +1,25 @@
+//! Helpers shared by the integration tests that run built plugins.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+
+use scriptling_plugin::testing::example_path;
+
+/// Runs the example `name` on `input` (written from another thread, then
+/// stdin closed) and returns its whole stdout and exit code.
+pub(crate) fn run_example(name: &str, input: Vec<u8>) -> (Vec<u8>, Option<i32>) {
+    let mut child = Command::new(example_path(name))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    writer.join().unwrap();
+    (out, child.wait().unwrap().code())
+}
