@@ -15,6 +15,9 @@ pub enum ServeError {
     Config(String),
     /// Setting up the transport failed.
     Io(std::io::Error),
+    /// The binary was started with arguments it does not take (see
+    /// [`Plugin::run`](crate::Plugin::run)): the problem, then the usage.
+    Usage(String),
 }
 
 impl fmt::Debug for ServeError {
@@ -31,6 +34,7 @@ impl fmt::Display for ServeError {
             }
             ServeError::Config(problem) => write!(f, "invalid transport configuration: {problem}"),
             ServeError::Io(e) => write!(f, "plugin transport failed: {e}"),
+            ServeError::Usage(text) => f.write_str(text),
         }
     }
 }
@@ -39,7 +43,7 @@ impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ServeError::Io(e) => Some(e),
-            ServeError::Invalid(_) | ServeError::Config(_) => None,
+            ServeError::Invalid(_) | ServeError::Config(_) | ServeError::Usage(_) => None,
         }
     }
 }

@@ -54,18 +54,23 @@ pub(crate) fn parse(args: &[String], others_allowed: bool) -> Result<Command, St
 
 /// The usage text, for `--help` and after an argument error.
 pub(crate) fn usage(program: &str) -> String {
-    format!(
-        "usage: {program} [--describe | --schema | --version | --help] [--listen ADDR [--path PATH]]\n\
-         \n\
+    let http = cfg!(feature = "http");
+    let mut text = format!(
+        "usage: {program} [--describe | --schema | --version | --help]{}\n\n\
          With no arguments the plugin serves a Scriptling host over stdin and stdout\n\
-         (line-delimited JSON-RPC 2.0); Scriptling starts it this way.\n\
-         \n\
+         (line-delimited JSON-RPC 2.0); Scriptling starts it this way.\n\n\
          \x20 --describe     print the functions, classes and constants with their help\n\
          \x20 --schema       print the handshake answer (the schema) as JSON\n\
-         \x20 --version      print the library's name and version\n\
-         \x20 --listen ADDR  serve over HTTP instead, on ADDR (`127.0.0.1:8081`, or a port)\n\
-         \x20 --path PATH    the HTTP endpoint (default /json-rpc)\n"
-    )
+         \x20 --version      print the library's name and version\n",
+        if http { " [--listen ADDR [--path PATH]]" } else { "" }
+    );
+    if http {
+        text.push_str(
+            "  --listen ADDR  serve over HTTP instead, on ADDR (`127.0.0.1:8081`, or a port)\n\
+             \x20 --path PATH    the HTTP endpoint (default /json-rpc)\n",
+        );
+    }
+    text
 }
 
 /// The program's name for the usage line: the file name it was run as.

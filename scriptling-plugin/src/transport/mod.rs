@@ -59,7 +59,7 @@ impl Plugin {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let program = cli::program_name();
         let command = cli::parse(&args, core.options.own_args)
-            .map_err(|e| ServeError::Config(format!("{e}\n\n{}", cli::usage(&program))))?;
+            .map_err(|e| ServeError::Usage(format!("{e}\n\n{}", cli::usage(&program))))?;
         if command != Command::Serve {
             let answer =
                 || serde_json::from_slice::<serde_json::Value>(&core.handshake).expect("the handshake is JSON");

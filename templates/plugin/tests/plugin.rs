@@ -7,8 +7,9 @@ use std::time::Duration;
 use scriptling_plugin::Value;
 use scriptling_plugin::testing::Host;
 
+/// The built binary (named after the package, so renaming it needs no edit here).
 fn plugin() -> Host {
-    Host::spawn(Command::new(env!("CARGO_BIN_EXE_my-plugin"))).expect("start the plugin")
+    Host::spawn(Command::new(env!(concat!("CARGO_BIN_EXE_", env!("CARGO_PKG_NAME"))))).expect("start the plugin")
 }
 
 #[test]
