@@ -143,7 +143,7 @@ impl Spec {
         let message = if self.keys.is_empty() {
             format!("{} takes no options", self.attribute)
         } else {
-            let list = self.keys.iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            let list = crate::errors::quoted(self.keys.iter().map(|(k, _)| k), '`');
             format!("unknown {} option `{key}`; expected one of: {list}", self.attribute)
         };
         syn::Error::new_spanned(key, message)

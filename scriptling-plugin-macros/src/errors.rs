@@ -31,6 +31,19 @@ pub(crate) fn with_item(item: TokenStream, error: &syn::Error) -> TokenStream {
     quote::quote!(#item #errors)
 }
 
+/// `tokens` (an item and its stand-ins) followed by `error`, if any.
+pub(crate) fn with_errors(tokens: TokenStream, error: Option<syn::Error>) -> TokenStream {
+    match error {
+        Some(error) => with_item(tokens, &error),
+        None => tokens,
+    }
+}
+
+/// Names each between `quote`s, joined with commas: `` `a`, `b` ``.
+pub(crate) fn quoted(names: impl IntoIterator<Item = impl std::fmt::Display>, quote: char) -> String {
+    names.into_iter().map(|n| format!("{quote}{n}{quote}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Where to point an error about the kind of item an attribute is on.
 pub(crate) fn item_span(item: &syn::Item) -> proc_macro2::Span {
     use syn::spanned::Spanned;

@@ -12,7 +12,7 @@ use crate::attrs;
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
-use crate::shim::{self, Convert, Receiver, Shim};
+use crate::shim::{self, Receiver, Shim};
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(item.clone()) {
@@ -27,7 +27,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             // it adds no error of its own.
             let mut ignored = Errors::default();
             crate::params::analyze(&mut f.sig.inputs, &mut ignored);
-            crate::plugin_fn::stand_in(&f, &err)
+            crate::plugin_fn::stand_in(&f, err)
         }
         Ok(other) => errors::with_item(
             item,
@@ -42,23 +42,22 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 fn expand_struct(attr: TokenStream, item: ItemStruct) -> TokenStream {
     let mut errors = Errors::default();
     let options = attrs::PLUGIN_CLASS.parse(attr, &mut errors);
-    let generic = !item.generics.params.is_empty();
-    if generic {
+    if !item.generics.params.is_empty() {
         errors.at(
             &item.generics,
             "plugin classes cannot be generic: Scriptling constructs one concrete class; \
              wrap a concrete instantiation in a struct of its own",
         );
     }
-    // The identity is emitted even when an option is wrong, so the impl
-    // block and the registration add no errors of their own.
-    let identity = identity(&item, &options);
-    let errors = errors.finish().err().map(|e| e.to_compile_error());
-    quote! {
-        #item
-        #identity
-        #errors
-    }
+    with_identity(item, &options, errors.finish().err())
+}
+
+/// The struct, its identity and `error` if any. The identity is emitted
+/// even with an error (a wrong option, or the struct under the wrong
+/// attribute), so the impl block and the registration add none of their own.
+pub(crate) fn with_identity(item: ItemStruct, options: &attrs::Options, error: Option<syn::Error>) -> TokenStream {
+    let identity = identity(&item, options);
+    errors::with_errors(quote!(#item #identity), error)
 }
 
 /// `generics` with each type parameter bounded as a class needs it to be.
@@ -70,18 +69,6 @@ fn class_bounds(generics: &syn::Generics) -> syn::Generics {
         param.bounds.push(syn::parse_quote!('static));
     }
     generics
-}
-
-/// The struct with its identity and `error`: for a struct under the wrong
-/// attribute, which was meant as a class.
-pub(crate) fn struct_stand_in(item: ItemStruct, error: &syn::Error) -> TokenStream {
-    let identity = identity(&item, &attrs::Options::default());
-    let errors = error.to_compile_error();
-    quote! {
-        #item
-        #identity
-        #errors
-    }
 }
 
 /// `PluginClass` (name, description, wrapper) and `IntoValue` for the struct.
@@ -144,35 +131,21 @@ impl Member {
         }
     }
 
-    fn shim<'a>(&'a self, self_ty: &'a Type, name: TokenStream, convert: Convert<'a>) -> Shim<'a> {
+    /// The shim that exports this member of class `self_ty` as `name`.
+    fn shim<'a>(&'a self, self_ty: &'a Type, name: TokenStream) -> Shim<'a> {
         let sig = &self.item.sig;
         let ident = &sig.ident;
         Shim {
-            name,
-            callee: quote!(<#self_ty>::#ident),
-            self_ty: (self.receiver != Receiver::None).then_some(self_ty),
+            self_ty: Some(self_ty),
             receiver: self.receiver,
-            params: &self.params,
-            is_async: sig.asyncness.is_some(),
-            convert,
-            ret_span: match &sig.output {
-                ReturnType::Type(_, ty) => ty.span(),
-                ReturnType::Default => ident.span(),
-            },
-            span: ident.span(),
-            doc: &self.doc,
+            constructor: matches!(self.role, Role::Constructor),
+            ..Shim::new(sig, name, quote!(<#self_ty>::#ident), &self.params, &self.doc)
         }
     }
 }
 
-/// Why the expansion of an impl block with errors must not implement
-/// `PluginClassMethods` even as a stand-in.
-#[derive(Default)]
-struct NoStandIn(bool);
-
 fn expand_impl(attr: TokenStream, mut item: ItemImpl) -> TokenStream {
     let mut errors = Errors::default();
-    let mut no_stand_in = NoStandIn::default();
     attrs::PLUGIN_CLASS_IMPL.parse(attr, &mut errors);
     if let Some((_, path, _)) = &item.trait_ {
         errors.at(path, "#[plugin_class] goes on the class's inherent impl block (`impl Counter`), not a trait impl");
@@ -184,30 +157,16 @@ fn expand_impl(attr: TokenStream, mut item: ItemImpl) -> TokenStream {
         }
     }
     if !item.generics.params.is_empty() {
-        // The struct's attribute reports it; this block only must not add
-        // errors: it is left as written, with an implementation that
-        // type-checks for every instantiation the struct's stand-in covers.
-        let generics = class_bounds(&item.generics);
-        let (impl_generics, _, where_clause) = generics.split_for_impl();
-        let self_ty = &item.self_ty;
-        let krate = quote!(::scriptling_plugin);
-        let errors = errors.finish().err().map(|e| e.to_compile_error());
-        return quote! {
-            #errors
-            #[allow(dead_code)]
-            #item
-            impl #impl_generics #krate::PluginClassMethods for #self_ty #where_clause {
-                fn class() -> #krate::Class {
-                    ::core::unreachable!("this class failed to compile")
-                }
-            }
-        };
+        // The struct's attribute reports it; this block must only add no
+        // errors, with an implementation for every instantiation the
+        // struct's identity covers.
+        return stand_in(&item, &members, errors.finish().err());
     }
     let setters = pair_setters(&members, &mut errors);
-    check_members(&item, &members, &mut errors, &mut no_stand_in);
+    check_members(&item, &members, &mut errors);
     match errors.finish() {
         Ok(()) => generate(&item, &members, &setters),
-        Err(e) => stand_in(&item, &e, &no_stand_in),
+        Err(e) => stand_in(&item, &members, Some(e)),
     }
 }
 
@@ -314,7 +273,7 @@ fn pair_setters(members: &[Member], errors: &mut Errors) -> Vec<(usize, usize)> 
     pairs
 }
 
-fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors, no_stand_in: &mut NoStandIn) {
+fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
     let constructors: Vec<&Member> = members.iter().filter(|m| matches!(m.role, Role::Constructor)).collect();
     match constructors.as_slice() {
         // A trait impl is reported as such; its members are not the class's.
@@ -325,11 +284,6 @@ fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors, no_st
                 "a #[plugin_class] impl block needs a #[constructor]: `#[constructor] fn new(...) -> Self`. \
                  A class has one #[plugin_class] impl block: if this type has another, merge these methods into it",
             );
-            // Another block may be the class's real one: a second
-            // implementation would only add a conflict to this error. (A
-            // class that has no other block is then reported again where
-            // it is registered, by `PluginClassMethods`'s own message.)
-            no_stand_in.0 = true;
         }
         [_] => {}
         [_, rest @ ..] => {
@@ -408,8 +362,10 @@ fn methods_impl(item: &ItemImpl, body: TokenStream) -> TokenStream {
     let krate = quote!(::scriptling_plugin);
     let self_ty = &item.self_ty;
     let trait_path = quote_spanned!(self_ty.span()=> #krate::PluginClassMethods);
+    let generics = class_bounds(&item.generics);
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
     quote! {
-        impl #trait_path for #self_ty {
+        impl #impl_generics #trait_path for #self_ty #where_clause {
             fn class() -> #krate::Class {
                 #body
             }
@@ -427,7 +383,7 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
         match &m.role {
             Role::Constructor => {
                 let name = quote!(#krate::__private::class_name::<#self_ty>());
-                let function = m.shim(self_ty, name, Convert::Constructor(self_ty)).function();
+                let function = m.shim(self_ty, name).function();
                 calls.push(quote!(.constructor(#function)));
             }
             Role::Destroy => {
@@ -436,9 +392,9 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
             }
             Role::Property { .. } => {
                 let name = m.exported_name();
-                let getter = m.shim(self_ty, quote!(#name), Convert::Result).function();
+                let getter = m.shim(self_ty, quote!(#name)).function();
                 let setter = setters.iter().find(|&&(p, _)| p == i).map(|&(_, j)| {
-                    let function = members[j].shim(self_ty, quote!(#name), Convert::Result).function();
+                    let function = members[j].shim(self_ty, quote!(#name)).function();
                     quote!(.setter(#function))
                 });
                 let description = shim::description(&m.doc);
@@ -447,7 +403,7 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
             Role::Method { .. } if setter_indices.contains(&i) => {}
             Role::Method { .. } => {
                 let name = m.exported_name();
-                let function = m.shim(self_ty, quote!(#name), Convert::Result).function();
+                let function = m.shim(self_ty, quote!(#name)).function();
                 calls.push(quote!(.method(#function)));
             }
         }
@@ -466,14 +422,14 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
 /// The block (without our attributes, and with no unused warnings) and,
 /// where it cannot conflict, a `PluginClassMethods` that type-checks, so
 /// registering the class adds no error to the ones that explain the mistake.
-fn stand_in(item: &ItemImpl, error: &syn::Error, no_stand_in: &NoStandIn) -> TokenStream {
-    let methods =
-        (!no_stand_in.0).then(|| methods_impl(item, quote!(::core::unreachable!("this class failed to compile"))));
-    let errors = error.to_compile_error();
-    quote! {
-        #[allow(dead_code)]
-        #item
-        #methods
-        #errors
-    }
+///
+/// A block without a constructor may be a second block beside the class's
+/// real one: an implementation would only add a conflict to its error (a
+/// class with no other block is then reported where it is registered, by
+/// `PluginClassMethods`'s own message).
+fn stand_in(item: &ItemImpl, members: &[Member], error: Option<syn::Error>) -> TokenStream {
+    let constructed = members.iter().any(|m| matches!(m.role, Role::Constructor));
+    let methods = (item.trait_.is_some() || constructed)
+        .then(|| methods_impl(item, quote!(::core::unreachable!("this class failed to compile"))));
+    errors::with_errors(quote!(#[allow(dead_code)] #item #methods), error)
 }

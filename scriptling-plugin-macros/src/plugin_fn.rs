@@ -3,14 +3,13 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::spanned::Spanned;
-use syn::{FnArg, Item, ItemFn, ReturnType};
+use syn::{FnArg, Item, ItemFn};
 
 use crate::attrs::{self, Options};
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
-use crate::shim::{Convert, Receiver, Shim};
+use crate::shim::Shim;
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut func = match syn::parse2::<Item>(item.clone()) {
@@ -22,7 +21,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             );
             // The struct was meant as a class: give it its identity, so
             // its impl block and registration add no errors of their own.
-            return crate::plugin_class::struct_stand_in(s, &err);
+            return crate::plugin_class::with_identity(s, &attrs::Options::default(), Some(err));
         }
         Ok(other) => {
             let err = syn::Error::new(
@@ -38,7 +37,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let params = check_signature(&mut func, &mut errors);
     match errors.finish() {
         Ok(()) => generate(&func, &params, &options),
-        Err(e) => stand_in(&func, &e),
+        Err(e) => stand_in(&func, e),
     }
 }
 
@@ -91,21 +90,7 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let ident = &func.sig.ident;
     let name = options.str("name").map_or_else(|| params::unraw(ident), |s| s.value());
     let doc = docs::doc_text(&func.attrs);
-    let shim = Shim {
-        name: quote!(#name),
-        callee: quote!(#ident),
-        self_ty: None,
-        receiver: Receiver::None,
-        params,
-        is_async: func.sig.asyncness.is_some(),
-        convert: Convert::Result,
-        ret_span: match &func.sig.output {
-            ReturnType::Type(_, ty) => ty.span(),
-            ReturnType::Default => ident.span(),
-        },
-        span: ident.span(),
-        doc: &doc,
-    };
+    let shim = Shim::new(&func.sig, quote!(#name), quote!(#ident), params, &doc);
     let function = shim.function();
     let wrapper = options.str("wrapper").map(|w| quote!(.source(#w)));
     let hidden = options.flag("hidden").then(|| quote!(.hidden()));
@@ -119,16 +104,10 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
 /// The function (without our attributes, and with no unused warning) and a
 /// descriptor that type-checks, so registering the function adds no error
 /// to the ones that explain the mistake.
-pub(crate) fn stand_in(func: &ItemFn, error: &syn::Error) -> TokenStream {
+pub(crate) fn stand_in(func: &ItemFn, error: syn::Error) -> TokenStream {
     let body = quote!(::core::unreachable!("this function failed to compile"));
     // A method (in some impl block) cannot have a type beside it.
     let method = func.sig.inputs.iter().any(|i| matches!(i, FnArg::Receiver(_)));
     let descriptor = (!method).then(|| descriptor(func, body));
-    let errors = error.to_compile_error();
-    quote! {
-        #[allow(dead_code)]
-        #func
-        #descriptor
-        #errors
-    }
+    errors::with_errors(quote!(#[allow(dead_code)] #func #descriptor), Some(error))
 }

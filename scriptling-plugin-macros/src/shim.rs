@@ -6,7 +6,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Ident, Type};
+use syn::{Ident, ReturnType, Signature, Type};
 
 use crate::params::{self, Param};
 
@@ -21,26 +21,20 @@ pub(crate) enum Receiver {
     Exclusive,
 }
 
-/// What the shim does with the item's return value.
-pub(crate) enum Convert<'a> {
-    /// Any `IntoCallResult` (a value, or `Result<T, E>`).
-    Result,
-    /// A constructor's `Self` or `Result<Self, E>`, for class `self_ty`.
-    Constructor(&'a Type),
-}
-
 /// Everything a shim is generated from.
 pub(crate) struct Shim<'a> {
     /// The exported name: an expression of a `&'static str` or `String`.
     pub(crate) name: TokenStream,
     /// The item to call: `greet`, `<Counter>::inc`.
     pub(crate) callee: TokenStream,
-    /// The class, for methods (the receiver's type).
+    /// The class, for its members.
     pub(crate) self_ty: Option<&'a Type>,
     pub(crate) receiver: Receiver,
+    /// A constructor: its `Self` or `Result<Self, E>` becomes a new object
+    /// (otherwise any `IntoCallResult` becomes the result).
+    pub(crate) constructor: bool,
     pub(crate) params: &'a [Param],
     pub(crate) is_async: bool,
-    pub(crate) convert: Convert<'a>,
     /// Where errors about the conversion of the result point: the return type.
     pub(crate) ret_span: Span,
     /// Where the generated code points otherwise: the item's name.
@@ -48,7 +42,33 @@ pub(crate) struct Shim<'a> {
     pub(crate) doc: &'a str,
 }
 
-impl Shim<'_> {
+impl<'a> Shim<'a> {
+    /// The shim of a free function with signature `sig`; class members set
+    /// `self_ty`, `receiver` and `constructor` on top.
+    pub(crate) fn new(
+        sig: &Signature,
+        name: TokenStream,
+        callee: TokenStream,
+        params: &'a [Param],
+        doc: &'a str,
+    ) -> Self {
+        Shim {
+            name,
+            callee,
+            self_ty: None,
+            receiver: Receiver::None,
+            constructor: false,
+            params,
+            is_async: sig.asyncness.is_some(),
+            ret_span: match &sig.output {
+                ReturnType::Type(_, ty) => ty.span(),
+                ReturnType::Default => sig.ident.span(),
+            },
+            span: sig.ident.span(),
+            doc,
+        }
+    }
+
     /// `Function::new(..)` or `Function::new_async(..)`, with its parameter
     /// declarations and description.
     pub(crate) fn function(&self) -> TokenStream {
@@ -58,7 +78,10 @@ impl Shim<'_> {
         let (takes, bindings) = take_args(self.params);
         let this = format_ident!("__scriptling_this");
         let guard = format_ident!("__scriptling_guard");
-        let reach = self.self_ty.map(|ty| quote!(let #this = #krate::__private::receiver::<#ty>(#args)?;));
+        let reach = self
+            .self_ty
+            .filter(|_| self.receiver != Receiver::None)
+            .map(|ty| quote!(let #this = #krate::__private::receiver::<#ty>(#args)?;));
         let lock = |asynchronous: bool| {
             let (shared, exclusive, wait) = if asynchronous {
                 (quote!(read_async), quote!(write_async), quote!(.await))
@@ -114,11 +137,9 @@ impl Shim<'_> {
     fn finish(&self, call: TokenStream) -> TokenStream {
         let krate = quote!(::scriptling_plugin);
         let ret = Ident::new("__scriptling_ret", self.ret_span);
-        let convert = match self.convert {
-            Convert::Result => {
-                quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret))
-            }
-            Convert::Constructor(self_ty) => quote_spanned!(self.ret_span=>
+        let convert = match self.self_ty.filter(|_| self.constructor) {
+            None => quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret)),
+            Some(self_ty) => quote_spanned!(self.ret_span=>
                 <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#ret)),
         };
         quote!({

@@ -58,6 +58,19 @@ pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
 }
 
+/// Names sorted and joined with commas, or `none`: for messages that list
+/// what exists (`unknown function x (available: a, b)`).
+pub(crate) fn sorted_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+/// Names quoted as Scriptling messages quote them: `'a', 'b'`.
+pub(crate) fn quoted_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    names.into_iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+}
+
 /// Hands memory freed inside the allocator's arenas back to the system.
 ///
 /// A large batch leaves many small allocations freed across the arenas of

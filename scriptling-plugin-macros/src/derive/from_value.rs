@@ -4,7 +4,9 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 
-use super::{Body, Fallback, Field, Model, Shape, Trait, field_span, impl_header, quoted_list};
+use syn::spanned::Spanned;
+
+use super::{Body, Fallback, Model, Shape, Trait, impl_header, quoted_list};
 
 /// The generated `impl FromValue`.
 pub(super) fn generate(model: &Model) -> TokenStream {
@@ -73,19 +75,16 @@ fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected:
         Shape::Named(fields) => {
             let known: Vec<&str> = fields.iter().filter(|f| !f.skip).map(|f| f.key.as_str()).collect();
             let inits = fields.iter().map(|f| {
-                let ident = f.ident.as_ref().expect("named");
-                let ty = &f.ty;
-                let key = &f.key;
+                let (ident, ty, key) = (&f.ident, &f.ty, &f.key);
                 let fallback = f.default.as_ref().map(|d| match d {
                     Fallback::Default => quote!(::core::default::Default::default()),
                     Fallback::Expr(e) => quote!(#e),
                 });
-                let read = match (f.skip, fallback) {
-                    (true, Some(fallback)) => quote!(#fallback),
-                    (true, None) => quote!(::core::default::Default::default()),
-                    (false, None) => quote_spanned!(field_span(f)=>
+                let read = match fallback {
+                    Some(fallback) if f.skip => fallback,
+                    None => quote_spanned!(ty.span()=>
                         #private::field::<#ty>(&mut __scriptling_entries, #key)?),
-                    (false, Some(fallback)) => quote_spanned!(field_span(f)=>
+                    Some(fallback) => quote_spanned!(ty.span()=>
                         #private::field_or_else::<#ty>(&mut __scriptling_entries, #key, || #fallback)?),
                 };
                 quote!(#ident: #read)
@@ -96,17 +95,17 @@ fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected:
                 ::core::result::Result::Ok(#target { #(#inits),* })
             })
         }
-        Shape::Tuple(fields) if fields.len() == 1 => {
-            let ty = &fields[0].ty;
-            quote_spanned!(field_span(&fields[0])=>
+        Shape::Tuple(types) if types.len() == 1 => {
+            let ty = &types[0];
+            quote_spanned!(ty.span()=>
                 ::core::result::Result::Ok(#target(<#ty as #krate::FromValue>::from_value(#value)?)))
         }
-        Shape::Tuple(fields) => {
-            let len = fields.len();
-            let items = fields.iter().enumerate().map(|(i, f): (usize, &Field)| {
-                let ty = &f.ty;
-                quote_spanned!(field_span(f)=> #private::item::<#ty>(&mut __scriptling_items, #i)?)
-            });
+        Shape::Tuple(types) => {
+            let len = types.len();
+            let items = types
+                .iter()
+                .enumerate()
+                .map(|(i, ty)| quote_spanned!(ty.span()=> #private::item::<#ty>(&mut __scriptling_items, #i)?));
             quote!({
                 let mut __scriptling_items = #private::list(#value, #len, #expected)?;
                 ::core::result::Result::Ok(#target(#(#items),*))

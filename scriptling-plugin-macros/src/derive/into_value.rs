@@ -4,7 +4,9 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 
-use super::{Body, Model, Shape, Trait, field_span, impl_header};
+use syn::spanned::Spanned;
+
+use super::{Body, Model, Shape, Trait, impl_header};
 
 /// The generated `impl IntoValue`.
 pub(super) fn generate(model: &Model) -> TokenStream {
@@ -61,12 +63,12 @@ fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream
     let private = quote!(#krate::__private);
     match shape {
         Shape::Named(fields) => {
-            let idents: Vec<_> = fields.iter().map(|f| f.ident.clone().expect("named")).collect();
-            let puts = fields.iter().zip(&idents).filter(|(f, _)| !f.skip).map(|(f, ident)| {
-                let key = &f.key;
-                quote_spanned!(field_span(f)=> #private::put(&mut __scriptling_entries, #key, #ident)?;)
+            let idents = fields.iter().map(|f| &f.ident);
+            let puts = fields.iter().filter(|f| !f.skip).map(|f| {
+                let (key, ident) = (&f.key, &f.ident);
+                quote_spanned!(f.ty.span()=> #private::put(&mut __scriptling_entries, #key, #ident)?;)
             });
-            let skipped = fields.iter().zip(&idents).filter(|(f, _)| f.skip).map(|(_, ident)| ident);
+            let skipped = fields.iter().filter(|f| f.skip).map(|f| &f.ident);
             let write = quote!({
                 #(let _ = #skipped;)*
                 let mut __scriptling_entries = #private::Entries::new();
@@ -77,17 +79,17 @@ fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream
             });
             (quote!(#target { #(#idents),* }), write)
         }
-        Shape::Tuple(fields) if fields.len() == 1 => {
-            let write = quote_spanned!(field_span(&fields[0])=> #krate::IntoValue::into_value(__scriptling_0));
+        Shape::Tuple(types) if types.len() == 1 => {
+            let write = quote_spanned!(types[0].span()=> #krate::IntoValue::into_value(__scriptling_0));
             (quote!(#target(__scriptling_0)), write)
         }
-        Shape::Tuple(fields) => {
-            let names: Vec<_> = (0..fields.len()).map(|i| format_ident!("__scriptling_{}", i)).collect();
-            let items = fields
+        Shape::Tuple(types) => {
+            let names: Vec<_> = (0..types.len()).map(|i| format_ident!("__scriptling_{}", i)).collect();
+            let items = types
                 .iter()
                 .zip(&names)
                 .enumerate()
-                .map(|(i, (f, name))| quote_spanned!(field_span(f)=> #private::element(#i, #name)?));
+                .map(|(i, (ty, name))| quote_spanned!(ty.span()=> #private::element(#i, #name)?));
             let write = quote!({
                 ::core::result::Result::<#krate::Value, #krate::IntoValueError>::Ok(
                     #krate::Value::List(::std::vec![#(#items),*]),

@@ -19,7 +19,6 @@ mod into_value;
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
-use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Generics, Ident, Type, TypeParamBound, WherePredicate};
 
 use crate::attrs;
@@ -49,12 +48,13 @@ enum Fallback {
     Expr(Expr),
 }
 
+/// A named field.
 struct Field {
-    /// `Some` for named fields.
-    ident: Option<Ident>,
+    ident: Ident,
     ty: Type,
-    /// The key it has in a dict (named fields).
+    /// The key it has in a dict.
     key: String,
+    /// Its value when its key is missing; always set for a skipped field.
     default: Option<Fallback>,
     skip: bool,
 }
@@ -63,7 +63,7 @@ enum Shape {
     /// `{ a: A, .. }`: a dict.
     Named(Vec<Field>),
     /// `(A, ..)`: one field is the value itself, several a list.
-    Tuple(Vec<Field>),
+    Tuple(Vec<Type>),
     /// No fields.
     Unit,
 }
@@ -106,8 +106,7 @@ pub(crate) fn expand(input: TokenStream, which: Trait) -> TokenStream {
                 Trait::FromValue => from_value::stand_in(&model),
                 Trait::IntoValue => into_value::stand_in(&model),
             };
-            let errors = e.to_compile_error();
-            quote!(#stand_in #errors)
+            crate::errors::with_item(stand_in, &e)
         }
     }
 }
@@ -119,7 +118,7 @@ fn read(input: &DeriveInput, which: Trait, errors: &mut Errors) -> Model {
         if case::RULES.contains(&rule.value().as_str()) {
             Some(rule.value())
         } else {
-            let list = case::RULES.iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ");
+            let list = crate::errors::quoted(case::RULES, '"');
             errors.at(&rule, format!("unknown `rename_all` rule; expected one of: {list}"));
             None
         }
@@ -159,12 +158,13 @@ fn shape(fields: &Fields, rename: &dyn Fn(&str) -> String, errors: &mut Errors) 
                     let options = options(&f.attrs, &attrs::FIELD, errors);
                     let name = crate::params::unraw(&ident);
                     let key = options.str("rename").map_or_else(|| rename(&name), |s| s.value());
-                    let default = match (options.flag("default"), options.expr("default")) {
+                    let skip = options.flag("skip");
+                    let default = match (options.flag("default") || skip, options.expr("default")) {
                         (_, Some(expr)) => Some(Fallback::Expr(expr)),
                         (true, None) => Some(Fallback::Default),
                         (false, None) => None,
                     };
-                    Field { ident: Some(ident), ty: f.ty.clone(), key, default, skip: options.flag("skip") }
+                    Field { ident, ty: f.ty.clone(), key, default, skip }
                 })
                 .collect(),
         ),
@@ -176,7 +176,7 @@ fn shape(fields: &Fields, rename: &dyn Fn(&str) -> String, errors: &mut Errors) 
                     if let Some(attr) = f.attrs.iter().find(|a| a.path().is_ident("scriptling")) {
                         errors.at(attr, "#[scriptling] options go on named fields; a tuple's items have no keys");
                     }
-                    Field { ident: None, ty: f.ty.clone(), key: String::new(), default: None, skip: false }
+                    f.ty.clone()
                 })
                 .collect(),
         ),
@@ -237,12 +237,7 @@ fn impl_header(model: &Model, which: Trait) -> TokenStream {
     quote!(impl #impl_generics ::scriptling_plugin::#trait_ident for #ident #type_generics #where_clause)
 }
 
-/// `'a'`, `'b'` as a message lists keys.
+/// `'a', 'b'`, as a message lists keys.
 fn quoted_list(names: &[&str]) -> String {
-    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
-}
-
-/// A field's type, spanned for errors about a field that does not convert.
-fn field_span(field: &Field) -> Span {
-    field.ty.span()
+    crate::errors::quoted(names, '\'')
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::call::context::{self, CallScope};
 use crate::call::error::CallError;
-use crate::call::outgoing::{OutgoingError, Pending, Reply};
+use crate::call::outgoing::{OutgoingError, Reply};
 use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
 use crate::value::{CallbackRef, Value, codec};
 
@@ -136,9 +136,10 @@ impl Callback {
                 self.id
             )));
         }
-        let (scope, pending) = self.send(args, kwargs)?;
+        let (scope, params) = self.prepare(args, kwargs)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
+            let pending = scope.link.request("callback.call", &params).map_err(|e| self.failure(e))?;
             pending.wait_blocking()
         };
         self.reply(reply)
@@ -155,16 +156,26 @@ impl Callback {
         args: impl IntoArgs,
         kwargs: BTreeMap<String, Value>,
     ) -> Result<T, CallError> {
-        let (scope, pending) = self.send(args, kwargs)?;
+        let (scope, params) = self.prepare(args, kwargs)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
+            let pending = scope.link.request("callback.call", &params).map_err(|e| self.failure(e))?;
             pending.wait().await
         };
         self.reply(reply)
     }
 
-    /// Checks the callback can still be called and sends the request.
-    fn send(&self, args: impl IntoArgs, kwargs: BTreeMap<String, Value>) -> Result<(&CallScope, Pending), CallError> {
+    /// Checks the callback can still be called and builds its request.
+    ///
+    /// The caller marks its call as waiting on the host *before* sending it:
+    /// by the time the host sees the request (and may send the plugin more
+    /// work), the pool already counts this thread as waiting and has handed
+    /// on what was lent to it.
+    fn prepare<'a>(
+        &'a self,
+        args: impl IntoArgs,
+        kwargs: BTreeMap<String, Value>,
+    ) -> Result<(&'a CallScope, CallbackParams<'a>), CallError> {
         let id = &self.id;
         let Some(scope) = &self.scope else {
             return Err(CallError::new(format!(
@@ -178,9 +189,7 @@ impl Callback {
         }
         let args =
             args.into_args().map_err(|e| CallError::new(format!("callback {id}: cannot send its arguments: {e}")))?;
-        let params = CallbackParams { id, args, kwargs };
-        let pending = scope.link.request("callback.call", &params).map_err(|e| self.failure(e))?;
-        Ok((scope, pending))
+        Ok((scope, CallbackParams { id, args, kwargs }))
     }
 
     fn reply<T: FromValue>(&self, reply: Reply) -> Result<T, CallError> {

@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
-use crate::support::NameMap;
+use crate::support::{NameMap, sorted_names};
 use std::sync::Arc;
 
 use crate::call::error::CallError;
@@ -265,9 +265,7 @@ impl Class {
         for p in &self.properties {
             claim(&p.name, "property", problems);
         }
-        let mut member_names: Vec<&str> = members.keys().map(String::as_str).collect();
-        member_names.sort_unstable();
-        let member_list = if member_names.is_empty() { "none".to_owned() } else { member_names.join(", ") };
+        let member_list = sorted_names(members.keys().map(String::as_str));
 
         let constructor_signature = script::signature(class, constructor.get_params());
         let schema = ClassSchemaOwned {

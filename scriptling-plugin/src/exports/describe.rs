@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde_json::Value as Json;
 
+use crate::exports::script;
 use crate::value::Value;
 
 /// The description of the plugin whose handshake answer is `handshake`.
@@ -37,7 +38,8 @@ pub(crate) fn describe(handshake: &Json) -> String {
             for property in list(&class["properties"]) {
                 let settable = if property["settable"] == true { ", settable" } else { "" };
                 let title = format!("{} (property{settable})", text(&property["name"]));
-                entry(&mut out, 2, (&title, text(&property["description"])));
+                let (_, doc) = signed(&property["name"], &property["description"]);
+                entry(&mut out, 2, (&title, doc));
             }
         }
     }
@@ -46,22 +48,22 @@ pub(crate) fn describe(handshake: &Json) -> String {
         out.push_str("\nconstants:\n");
         for constant in constants {
             let value = serde_json::from_value::<Value>(constant["value"].clone())
-                .map_or_else(|_| constant["value"].to_string(), |v| v.to_string());
+                .ok()
+                .and_then(|v| script::literal(&v).ok())
+                .unwrap_or_else(|| constant["value"].to_string());
             let _ = writeln!(out, "  {} = {value}", text(&constant["name"]));
         }
     }
     out
 }
 
-/// A function's, class's or method's help split into its signature line
-/// (`greet(name)`) and its doc text; the bare name when it has no signature.
+/// An item's help split into its first line, when that is the item's
+/// signature (`greet(name)`) or bare name (properties), and its doc text;
+/// the bare name and the whole help otherwise.
 fn signed<'a>(name: &'a Json, help: &'a Json) -> (&'a str, &'a str) {
     let (name, help) = (text(name), text(help));
-    match help.split_once('\n') {
-        Some((first, rest)) if first.starts_with(&format!("{name}(")) => (first, rest),
-        None if help.starts_with(&format!("{name}(")) => (help, ""),
-        _ => (name, help),
-    }
+    let (first, rest) = help.split_once('\n').unwrap_or((help, ""));
+    if first == name || first.starts_with(&format!("{name}(")) { (first, rest) } else { (name, help) }
 }
 
 /// One item: `title` indented `depth` levels, its doc one level deeper.
@@ -100,7 +102,7 @@ mod tests {
                     "name": "Counter",
                     "description": "Counter(start=0)\n\nA counter.",
                     "methods": [{"name": "inc", "description": "inc(amount=1)"}],
-                    "properties": [{"name": "value", "description": "The value.", "settable": true}]
+                    "properties": [{"name": "value", "description": "value\n\nThe value.", "settable": true}]
                 }],
                 "constants": [{"name": "default_name", "value": {"type": "string", "value": "World"}}]
             }

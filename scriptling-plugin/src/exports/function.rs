@@ -28,6 +28,7 @@ use std::sync::Arc;
 use crate::call::error::CallError;
 use crate::call::objects::{Entry, Object, PluginClass};
 use crate::exports::script;
+use crate::support::quoted_names;
 use crate::value::Value;
 use crate::value::convert::{FromValue, IntoValue};
 
@@ -367,7 +368,7 @@ impl Args {
         let missing: Vec<&Param> =
             params.iter().zip(&slots).filter(|(p, s)| p.is_required() && s.is_none()).map(|(p, _)| p).collect();
         if !missing.is_empty() {
-            let names = missing.iter().map(|p| format!("'{}'", p.name)).collect::<Vec<_>>().join(", ");
+            let names = quoted_names(missing.iter().map(|p| &*p.name));
             let plural = if missing.len() == 1 { "" } else { "s" };
             return Err(CallError::about_call(format!("missing required argument{plural} {names}")));
         }

@@ -12,6 +12,7 @@ use crate::exports::error::ServeError;
 use crate::exports::function::Function;
 use crate::exports::schema::{self, ClassSchema, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
 use crate::exports::script;
+use crate::support::sorted_names;
 use crate::value::Value;
 use crate::value::convert::{IntoValue, IntoValueError};
 
@@ -318,8 +319,8 @@ impl Plugin {
         };
         let handshake = serde_json::to_vec(&handshake)
             .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
-        let function_list = sorted_list(exported.iter().map(|f| f.get_name()));
-        let class_list = sorted_list(entries.iter().map(|c| c.name()));
+        let function_list = sorted_names(exported.iter().map(|f| f.get_name()));
+        let class_list = sorted_names(entries.iter().map(|c| c.name()));
         Ok(Core {
             library: Arc::from(self.name.as_str()),
             function_list,
@@ -394,12 +395,6 @@ fn write_script_sources(
             *first = format!("{prelude}\n{first}");
         }
     }
-}
-
-fn sorted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut names: Vec<&str> = names.collect();
-    names.sort_unstable();
-    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
 }
 
 /// A registered class: Rust-backed, or Scriptling source only.

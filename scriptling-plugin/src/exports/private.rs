@@ -12,6 +12,7 @@ use crate::call::error::CallError;
 use crate::call::objects::{Object, ObjectReadGuard, ObjectWriteGuard};
 use crate::exports::class::{Class, PluginClassMethods};
 use crate::exports::function::Args;
+use crate::exports::script;
 use crate::value::convert::IntoValue;
 
 /// `Class::new::<T>()`.
@@ -66,7 +67,8 @@ impl<T> Shown<T> {
 }
 
 /// Shows a default whose type converts to a value: as the Scriptling
-/// literal of that value (`3`, `[1, 2]`, `{"limit": 10}`, `None`).
+/// literal of that value (`3`, `[1, 2]`, `{"limit": 10}`, `None`), the
+/// same literal the SDK writes for constants.
 pub trait ShowDefault {
     /// The literal, or `rust` if the conversion fails.
     fn shown(&self, rust: &'static str) -> String;
@@ -74,10 +76,8 @@ pub trait ShowDefault {
 
 impl<T: IntoValue> ShowDefault for &Shown<T> {
     fn shown(&self, rust: &'static str) -> String {
-        match self.0.take().map(IntoValue::into_value) {
-            Some(Ok(value)) => value.to_string(),
-            _ => rust.to_owned(),
-        }
+        let value = self.0.take().map(IntoValue::into_value);
+        value.and_then(Result::ok).and_then(|v| script::literal(&v).ok()).unwrap_or_else(|| rust.to_owned())
     }
 }
 

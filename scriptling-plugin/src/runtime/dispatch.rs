@@ -188,18 +188,33 @@ impl Dispatcher {
     /// gets its outcome exactly once, on whichever thread finishes it.
     /// `plugin.shutdown` belongs to the transport and never comes here.
     pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
-        self.dispatch_on(request, owner, done, false);
+        let guard = self.inflight.enter();
+        self.dispatch_on(request, owner, done, guard, false);
     }
 
     /// Like [`dispatch`](Self::dispatch), but a call is prepared (and a sync
     /// handler run) right here: for a pool thread that just read the
-    /// request and has handed the reading on.
-    pub(crate) fn dispatch_here(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
-        self.dispatch_on(request, owner, done, true);
+    /// request and has handed the reading on. `held` is the request's
+    /// in-flight count, taken with [`hold`](Self::hold) before the reading
+    /// was handed on.
+    pub(crate) fn dispatch_here(
+        self: &Arc<Self>,
+        request: Incoming,
+        owner: Option<Arc<str>>,
+        done: Done,
+        held: InFlightGuard,
+    ) {
+        self.dispatch_on(request, owner, done, held, true);
     }
 
-    fn dispatch_on(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done, here: bool) {
-        let guard = self.inflight.enter();
+    fn dispatch_on(
+        self: &Arc<Self>,
+        request: Incoming,
+        owner: Option<Arc<str>>,
+        done: Done,
+        guard: InFlightGuard,
+        here: bool,
+    ) {
         let done: Done = Box::new(move |outcome| {
             done(outcome);
             drop(guard);

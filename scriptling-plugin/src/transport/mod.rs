@@ -82,11 +82,11 @@ impl Plugin {
             return std::io::stdout().write_all(text.as_bytes()).map_err(ServeError::Io);
         }
         #[cfg(feature = "http")]
-        if let Some(config) = crate::transport::http::HttpConfig::from_env_and_args()? {
+        if let Some(config) = crate::transport::http::HttpConfig::from_env_and(&args)? {
             return crate::transport::http::run(core, config);
         }
         #[cfg(not(feature = "http"))]
-        if std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
+        if args.iter().any(|a| a == "--listen" || a.starts_with("--listen="))
             || std::env::var("SCRIPTLING_PLUGIN_LISTEN").is_ok_and(|v| !v.is_empty())
         {
             return Err(ServeError::Config(

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::quoted_names;
 use crate::value::Value;
 use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
 
@@ -23,7 +24,7 @@ pub fn dict(value: Value, expected: &str) -> Result<Entries, FromValueError> {
 /// missing key it was meant to be.
 pub fn no_other_keys(entries: &Entries, known: &[&str]) -> Result<(), FromValueError> {
     let Some(unknown) = entries.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
-    let list = known.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
+    let list = quoted_names(known.iter().copied());
     Err(FromValueError::message(match known.len() {
         0 => format!("has unknown key '{unknown}'; it takes no keys"),
         _ => format!("has unknown key '{unknown}'; the keys are {list}"),
@@ -86,8 +87,10 @@ pub fn variant(value: Value, expected: &str) -> Result<(String, Option<Value>), 
 
 /// The error for a variant name that is not one of `known`.
 pub fn unknown_variant(name: &str, known: &[&str]) -> FromValueError {
-    let list = known.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
-    FromValueError::message(format!("names no variant: got '{name}', expected one of {list}"))
+    FromValueError::message(format!(
+        "names no variant: got '{name}', expected one of {}",
+        quoted_names(known.iter().copied())
+    ))
 }
 
 /// The error for a variant given in the wrong form: `name` with data when

@@ -161,9 +161,14 @@ impl HttpConfig {
     /// # }
     /// ```
     pub fn from_env_and_args() -> Result<Option<HttpConfig>, ServeError> {
-        let args: Vec<String> = std::env::args().skip(1).collect();
+        Self::from_env_and(&std::env::args().skip(1).collect::<Vec<_>>())
+    }
+
+    /// Like [`from_env_and_args`](Self::from_env_and_args), with the
+    /// arguments (without the program name) already read.
+    pub(crate) fn from_env_and(args: &[String]) -> Result<Option<HttpConfig>, ServeError> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        Self::parse(&args, env).map_err(ServeError::Config)
+        Self::parse(args, env).map_err(ServeError::Config)
     }
 
     fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Option<HttpConfig>, String> {

@@ -298,8 +298,7 @@ impl<R: Read + Send + 'static> ReadJob<R> {
                     let held = reader.dispatcher.hold();
                     let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
                     reader.dispatcher.defer(Box::new(lent));
-                    reader.dispatcher.dispatch_here(incoming, None, done);
-                    drop(held);
+                    reader.dispatcher.dispatch_here(incoming, None, done, held);
                     if reader.dispatcher.reclaim().is_none() {
                         return Turn::HandedOn;
                     }
