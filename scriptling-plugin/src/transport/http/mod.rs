@@ -53,7 +53,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Handle;
 
 pub use config::HttpConfig;
@@ -105,7 +105,7 @@ pub(crate) async fn serve(
     stop: impl Future<Output = ()>,
     bound: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    let listener = TcpListener::bind(config.addr).await?;
+    let listener = listen(config.addr)?;
     let local = listener.local_addr()?;
     eprintln!("scriptling-plugin: {} listening at http://{local}{}", core.library, config.path);
     if !local.ip().is_loopback() && config.token.is_none() {
@@ -158,6 +158,21 @@ pub(crate) async fn serve(
     })
     .await;
     Ok(())
+}
+
+/// Connections the kernel queues for `accept` (std's and tokio's `bind`
+/// queue 128): a burst of clients connecting at once past the queue has
+/// its connection attempts dropped, and each retries only after a second.
+const ACCEPT_BACKLOG: u32 = 1024;
+
+/// Binds `addr` with room for [`ACCEPT_BACKLOG`] connections not yet accepted.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    // As std's bind does: a restarted server can take its port back at once.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
 }
 
 /// Serves one accepted connection on a task of its own, within the
