@@ -15,9 +15,25 @@ pub fn value_round_trip(bytes: &[u8]) {
     assert_eq!(serde_json::to_vec(&again).expect("encodes"), text, "encoding is stable");
 }
 
-/// Classifying a line never panics, and a request's params are exactly
-/// where the dispatcher will look for them.
+/// Classifying a line never panics, a request's params are exactly where
+/// the dispatcher will look for them, and decoding them in the envelope's
+/// pass gives what decoding them afterwards would.
 pub fn frame(bytes: &[u8]) {
+    if let Frame::Single(Message::Request(decoded)) = rpc::parse_frame_decoding(bytes, 1_000) {
+        let Frame::Single(Message::Request(raw)) = rpc::parse_frame(bytes, 1_000) else {
+            panic!("a request in one pass is a request in two");
+        };
+        assert_eq!((decoded.id.map(|i| i.get()), decoded.method), (raw.id.map(|i| i.get()), raw.method));
+        match (decoded.params, raw.params) {
+            (None, None) => {}
+            (Some(rpc::Params::Call(params)), Some(rpc::Params::Raw(text))) => {
+                let again: rpc::CallParams = codec::decode(text.get().as_bytes()).expect("decoded once, decodes again");
+                assert_eq!(params, again);
+            }
+            (Some(rpc::Params::Raw(_)), _) => panic!("one-pass params are decoded or absent"),
+            (one, two) => panic!("params differ: {one:?} / {two:?}"),
+        }
+    }
     let messages = match rpc::parse_frame(bytes, 1_000) {
         Frame::Single(message) => vec![message],
         Frame::Batch(messages) => messages,
@@ -25,7 +41,7 @@ pub fn frame(bytes: &[u8]) {
     for message in messages {
         if let Message::Request(request) = message {
             let _ = rpc::Method::parse(request.method);
-            if let Some(params) = request.params {
+            if let Some(rpc::Params::Raw(params)) = request.params {
                 assert_eq!(&bytes[rpc::span(bytes, params)], params.get().as_bytes());
             }
         }

@@ -7,6 +7,7 @@
 //! place where an [`RpcError`] becomes an error object on the wire.
 
 pub(crate) mod error;
+pub(crate) mod params;
 
 use std::fmt;
 
@@ -15,6 +16,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 pub(crate) use error::{ErrorCode, RpcError};
+pub(crate) use params::CallParams;
+
+use crate::value::codec;
 
 /// A request id exactly as it appeared on the wire.
 pub(crate) type Id = Box<RawValue>;
@@ -82,7 +86,17 @@ pub(crate) struct Request<'a> {
     pub(crate) id: Option<&'a RawValue>,
     pub(crate) method: &'a str,
     /// `None` when absent or `null`.
-    pub(crate) params: Option<&'a RawValue>,
+    pub(crate) params: Option<Params<'a>>,
+}
+
+/// A request's params, as the frame's parser left them.
+#[derive(Debug)]
+pub(crate) enum Params<'a> {
+    /// Raw JSON, for whoever runs the request to decode.
+    Raw(&'a RawValue),
+    /// Decoded as call params in the same pass as the envelope (see
+    /// [`parse_frame_decoding`]).
+    Call(CallParams),
 }
 
 /// A response to one of the plugin's own requests.
@@ -117,14 +131,16 @@ pub(crate) enum Frame<'a> {
     Batch(Vec<Message<'a>>),
 }
 
+/// A message's fields, with its params read as `P`.
 #[derive(Deserialize)]
-struct Envelope<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Envelope<'a, P> {
     #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    #[serde(default)]
+    params: Option<P>,
     #[serde(borrow, default, deserialize_with = "present")]
     result: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
@@ -141,8 +157,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 /// `max_batch` elements; a longer one is refused whole, without being
 /// classified.
 pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
-    let first = line.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    if first == Some(b'[') {
+    if first_byte(line) == Some(b'[') {
         let mut de = serde_json::Deserializer::from_slice(line);
         let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
         return match parsed {
@@ -159,6 +174,29 @@ pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
         };
     }
     Frame::Single(classify(line))
+}
+
+/// Like [`parse_frame`], for a transport that runs a request on the thread
+/// that read it: a single request's params are decoded as [`CallParams`]
+/// in the same pass as its envelope ([`Params::Call`]), so they are read
+/// once rather than skipped and then decoded. Anything that does not
+/// decode so (a batch, params another method's or malformed, any error) is
+/// parsed as [`parse_frame`] does, which says what is wrong.
+pub(crate) fn parse_frame_decoding(line: &[u8], max_batch: usize) -> Frame<'_> {
+    // The whole line is checked to be UTF-8 first: skipped fields are
+    // otherwise never checked, and its strings need no check after.
+    if first_byte(line) == Some(b'{')
+        && let Ok(text) = std::str::from_utf8(line)
+        && let Ok(envelope) = codec::decode_str::<Envelope<'_, CallParams>>(text)
+    {
+        return Frame::Single(envelope.into_message(Params::Call));
+    }
+    parse_frame(line, max_batch)
+}
+
+/// The first byte that is not whitespace.
+fn first_byte(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()).copied()
 }
 
 const BATCH_TOO_LONG: &str = "batch too long";
@@ -195,7 +233,7 @@ impl<'de> Visitor<'de> for BatchVisitor {
 fn classify(bytes: &[u8]) -> Message<'_> {
     // serde reads a struct from an array too (`[1,"ping"]` would be id 1,
     // method "ping"); only an object is a request.
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    if first_byte(bytes) != Some(b'{') {
         return match serde_json::from_slice::<IgnoredAny>(bytes) {
             Ok(_) => Message::Invalid(
                 None,
@@ -204,37 +242,42 @@ fn classify(bytes: &[u8]) -> Message<'_> {
             Err(e) => Message::Invalid(None, parse_error(&e)),
         };
     }
-    let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
-        Ok(env) => env,
-        Err(e) => return invalid_envelope(bytes, &e),
-    };
-    if let Some(method) = envelope.method {
-        let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
-            return Message::Invalid(
-                envelope.id,
-                RpcError::new(
-                    ErrorCode::InvalidRequest,
-                    "invalid request: \"method\" must be a string without escapes",
-                ),
-            );
-        };
-        let params = envelope.params.filter(|p| p.get() != "null");
-        return Message::Request(Request { id: envelope.id, method, params });
+    match serde_json::from_slice::<Envelope<'_, &RawValue>>(bytes) {
+        Ok(envelope) => envelope.into_message(Params::Raw),
+        Err(e) => invalid_envelope(bytes, &e),
     }
-    if let Some(error) = envelope.error {
-        let object = serde_json::from_str::<RemoteErrorObject>(error.get()).unwrap_or_else(|_| RemoteErrorObject {
-            code: ErrorCode::InternalError.code(),
-            message: format!("malformed error object: {}", error.get()),
-        });
-        return Message::Response(Response { id: envelope.id, outcome: Err(object) });
+}
+
+impl<'a, P> Envelope<'a, P> {
+    /// What the message is, its params wrapped by `params`.
+    fn into_message(self, params: impl FnOnce(P) -> Params<'a>) -> Message<'a> {
+        if let Some(method) = self.method {
+            let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
+                return Message::Invalid(
+                    self.id,
+                    RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        "invalid request: \"method\" must be a string without escapes",
+                    ),
+                );
+            };
+            return Message::Request(Request { id: self.id, method, params: self.params.map(params) });
+        }
+        if let Some(error) = self.error {
+            let object = serde_json::from_str::<RemoteErrorObject>(error.get()).unwrap_or_else(|_| RemoteErrorObject {
+                code: ErrorCode::InternalError.code(),
+                message: format!("malformed error object: {}", error.get()),
+            });
+            return Message::Response(Response { id: self.id, outcome: Err(object) });
+        }
+        if let Some(result) = self.result {
+            return Message::Response(Response { id: self.id, outcome: Ok(result) });
+        }
+        Message::Invalid(
+            self.id,
+            RpcError::new(ErrorCode::InvalidRequest, "invalid request: a request needs \"method\""),
+        )
     }
-    if let Some(result) = envelope.result {
-        return Message::Response(Response { id: envelope.id, outcome: Ok(result) });
-    }
-    Message::Invalid(
-        envelope.id,
-        RpcError::new(ErrorCode::InvalidRequest, "invalid request: a request needs \"method\""),
-    )
 }
 
 /// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
@@ -353,7 +396,47 @@ mod tests {
         let Message::Request(r) = single(r#"{"id":1,"method":"m","params":null}"#) else { panic!() };
         assert!(r.params.is_none());
         let Message::Request(r) = single(r#"{"id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
-        assert_eq!(r.params.unwrap().get(), r#"{"a":1}"#);
+        let Some(Params::Raw(raw)) = r.params else { panic!() };
+        assert_eq!(raw.get(), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn call_params_are_decoded_in_the_envelopes_pass() {
+        fn decoding(line: &str) -> Request<'_> {
+            match parse_frame_decoding(line.as_bytes(), 100) {
+                Frame::Single(Message::Request(r)) => r,
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
+            // params before method: decoded all the same
+            r#"{"params":{"name":"f","args":[{"type":"int","value":1}]},"id":1,"method":"function.call"}"#,
+        ] {
+            let r = decoding(line);
+            assert_eq!((r.id.map(RawValue::get), r.method), (Some("1"), "function.call"));
+            let Some(Params::Call(p)) = r.params else { panic!("{line}") };
+            assert_eq!((p.name.as_deref(), p.args), (Some("f"), Some(vec![crate::value::Value::Int(1)])));
+        }
+        // Another method's params that are not call params stay raw, and
+        // so do malformed ones: the method says what is wrong with them.
+        for line in [
+            r#"{"id":1,"method":"ping","params":[1,2]}"#,
+            r#"{"id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":"x"}]}}"#,
+        ] {
+            assert!(matches!(decoding(line).params, Some(Params::Raw(_))), "{line}");
+        }
+        assert!(decoding(r#"{"id":1,"method":"ping","params":null}"#).params.is_none());
+        // Responses, batches and errors are what parse_frame says.
+        assert!(matches!(
+            parse_frame_decoding(br#"{"id":7,"result":{"type":"null"}}"#, 100),
+            Frame::Single(Message::Response(_))
+        ));
+        assert!(matches!(parse_frame_decoding(br#"[{"id":1,"method":"a"}]"#, 100), Frame::Batch(_)));
+        for line in [&b"{nope"[..], b"{\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}"] {
+            let Frame::Single(Message::Invalid(_, e)) = parse_frame_decoding(line, 100) else { panic!() };
+            assert_eq!(e.code, ErrorCode::ParseError);
+        }
     }
 
     #[test]

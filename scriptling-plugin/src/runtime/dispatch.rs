@@ -4,10 +4,13 @@
 //! A transport hands it one request at a time with a completion that
 //! receives the request's outcome exactly once. Cheap answers (handshake,
 //! ping, unknown methods) complete at once on the caller's thread; calls go
-//! to the sync pool, where their params are parsed, looked up and bound, and
-//! sync handlers run on the spot while async handlers become tasks. So the
-//! thread that reads the input only classifies envelopes: argument decoding
-//! and every error path of a call run elsewhere, in parallel.
+//! to the sync pool, where their params are parsed (unless the transport
+//! decoded them with the envelope), looked up and bound, and sync handlers
+//! run on the spot while async handlers become tasks. So a thread that
+//! reads input for others (HTTP's connections, a batch) only classifies
+//! envelopes: argument decoding and every error path of a call run
+//! elsewhere, in parallel. (The stdio reader runs a request itself, so it
+//! decodes the params in the envelope's pass: see `rpc::parse_frame_decoding`.)
 //!
 //! Before a call's outcome is handed over, the host must have acknowledged
 //! the call's log records (see `call/logger.rs`).
@@ -19,7 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde::Deserialize;
 use tokio::runtime::Handle;
 
 use crate::call::context::{self, CallScope, CallState, Scoped};
@@ -28,7 +30,7 @@ use crate::call::logger;
 use crate::call::objects::{self, Entry};
 use crate::exports::core::Core;
 use crate::exports::function::{Args, CallOutcome, Function, Handler, Signature};
-use crate::rpc::{self, ErrorCode, Method, RpcError};
+use crate::rpc::{self, CallParams, ErrorCode, Method, Params, RpcError};
 use crate::runtime::inflight::{InFlight, InFlightGuard};
 use crate::runtime::panic::CatchUnwind;
 use crate::runtime::pool::{self, Job, SyncPool};
@@ -60,17 +62,19 @@ impl AsRef<[u8]> for Bytes {
     }
 }
 
-/// A request, owned: its method, and where its params are in its frame.
+/// A request, owned: its method and its params.
 pub(crate) struct Incoming {
     pub(crate) method: Method,
-    pub(crate) frame: Bytes,
-    pub(crate) params: Option<Range<usize>>,
+    params: Payload,
 }
 
-impl Incoming {
-    fn params(&self) -> Option<&[u8]> {
-        self.params.clone().map(|range| &self.frame.as_ref()[range])
-    }
+/// An owned request's params.
+enum Payload {
+    /// Still raw: where they are in the frame (`None`: absent), which is
+    /// kept until they are decoded.
+    InFrame(Bytes, Option<Range<usize>>),
+    /// Decoded already (`None`: absent).
+    Decoded(Option<CallParams>),
 }
 
 /// Runs requests for one session (a stdio host, or an HTTP server's clients).
@@ -80,30 +84,6 @@ pub(crate) struct Dispatcher {
     pool: SyncPool,
     inflight: Arc<InFlight>,
     closing: AtomicBool,
-}
-
-/// The params of every call method (`function.call`, `object.new`,
-/// `object.call_method`, `object.destroy`): each requires its own names.
-#[derive(Deserialize)]
-struct CallParams {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    class: Option<String>,
-    #[serde(default)]
-    object_id: Option<String>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    args: Option<Vec<Value>>,
-    #[serde(default)]
-    kwargs: Option<BTreeMap<String, Value>>,
-}
-
-impl CallParams {
-    fn arguments(&mut self) -> (Vec<Value>, BTreeMap<String, Value>) {
-        (self.args.take().unwrap_or_default(), self.kwargs.take().unwrap_or_default())
-    }
 }
 
 /// A required field of `method`'s params.
@@ -245,10 +225,13 @@ impl Dispatcher {
     /// on the runtime when the pool cannot take it.
     fn run(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, place: Place, done: Done) {
         let call = Call { owner, place };
-        let parsed = parse_params(&request.method, request.params());
-        let method = request.method;
-        // The frame (perhaps a 16 MiB line) is not needed past this point.
-        drop(request.frame);
+        let Incoming { method, params } = request;
+        let parsed = match params {
+            Payload::Decoded(Some(params)) => Ok(params),
+            Payload::Decoded(None) => parse_params(&method, None),
+            // The frame (perhaps a 16 MiB line) is dropped once decoded.
+            Payload::InFrame(frame, range) => parse_params(&method, range.map(|r| &frame.as_ref()[r])),
+        };
         let result = match parsed {
             Ok(params) => match method {
                 Method::FunctionCall => self.function_call(params, call, done),
@@ -521,9 +504,28 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
 }
 
 impl Incoming {
-    /// The owned form of `request`, parsed from `frame`.
-    pub(crate) fn new(frame: &Bytes, request: &rpc::Request<'_>) -> Self {
-        let params = request.params.map(|p| rpc::span(frame.as_ref(), p));
-        Self { method: Method::parse(request.method), frame: frame.clone(), params }
+    /// The owned form of `request`, parsed from `frame`. Raw params stay
+    /// in the frame (shared with the rest of a batch) until the request
+    /// runs.
+    pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
+        let method = Method::parse(request.method);
+        let params = match request.params {
+            None => Payload::Decoded(None),
+            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
+            Some(Params::Raw(raw)) => Payload::InFrame(frame.clone(), Some(rpc::span(frame.as_ref(), raw))),
+        };
+        Self { method, params }
+    }
+
+    /// The owned form of `request` if its params are decoded already (see
+    /// `rpc::parse_frame_decoding`); `None` if they are raw, and need the
+    /// frame.
+    pub(crate) fn decoded(request: rpc::Request<'_>) -> Option<Self> {
+        let params = match request.params {
+            None => None,
+            Some(Params::Call(params)) => Some(params),
+            Some(Params::Raw(_)) => return None,
+        };
+        Some(Self { method: Method::parse(request.method), params: Payload::Decoded(params) })
     }
 }

@@ -52,6 +52,16 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Res
     Ok(value)
 }
 
+/// Like [`decode`], for text already known to be UTF-8 (its strings are
+/// then not checked again).
+pub(crate) fn decode_str<'a, T: Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         crate::support::deep(|| self.serialize_shallow(serializer))

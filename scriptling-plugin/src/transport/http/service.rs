@@ -90,7 +90,7 @@ impl Service {
         match rpc::parse_frame(frame.as_ref(), max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                let call = Call::new(&frame, &request);
+                let call = Call::new(&frame, request);
                 let done: Done = match id {
                     Some(id) => Box::new(move |outcome: Outcome| {
                         let mut out = Vec::new();
@@ -118,7 +118,7 @@ impl Service {
                     match message {
                         Message::Request(request) => {
                             let done = batch.element(request.id.map(ToOwned::to_owned));
-                            self.run(Call::new(&frame, &request), owner.clone(), done);
+                            self.run(Call::new(&frame, request), owner.clone(), done);
                         }
                         Message::Response(_) => {}
                         Message::Invalid(id, error) => {

@@ -57,7 +57,8 @@ use crate::transport::signals::{Signal, Signals};
 use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::stdio::writer::{Frame, FrameWriter};
 
-/// Lines at least this long are handed to their request without a copy.
+/// Lines at least this long are handed to their request without a copy,
+/// and a buffer that held one is not kept.
 const MOVE_LINES_FROM: usize = 64 * 1024;
 
 /// Why the session ends.
@@ -240,7 +241,7 @@ impl<R: Read + Send + 'static> ReadJob<R> {
     /// pool and only cheap answers (the handshake) are written from here.
     fn turn(&self, lend: bool) -> Turn {
         let reader = &self.reader;
-        let frame = {
+        let (incoming, id) = {
             let mut reading = lock(&self.reading);
             let Reading { lines, buf } = &mut *reading;
             let buffered = lines.has_line();
@@ -254,7 +255,7 @@ impl<R: Read + Send + 'static> ReadJob<R> {
             // the pool (and a pool at its limit counts it as waiting on the host).
             let next = if buffered { lines.next(buf) } else { context::waiting_on_host(|| lines.next(buf)) };
             match next {
-                Ok(Line::Frame) => take_line(buf),
+                Ok(Line::Frame) => {}
                 Ok(Line::TooLong(len)) => {
                     let max = reader.dispatcher.core().options.max_frame_bytes;
                     let message =
@@ -268,41 +269,84 @@ impl<R: Read + Send + 'static> ReadJob<R> {
                     return Turn::Ended;
                 }
             }
+            // Decoded in one pass, straight from the buffer: the line is
+            // neither copied nor read twice.
+            let max_batch = reader.dispatcher.core().options.max_batch_len;
+            let decoded = match rpc::parse_frame_decoding(buf, max_batch) {
+                // Answers to our own requests, and lines that are not
+                // requests, are dealt with here; the reading goes on.
+                Parsed::Single(Message::Response(response)) => {
+                    reader.route(&response);
+                    return Turn::Served;
+                }
+                Parsed::Single(Message::Invalid(id, error)) => {
+                    reader.error(id, &error);
+                    return Turn::Served;
+                }
+                Parsed::Single(Message::Request(request)) => {
+                    let id = request.id.map(ToOwned::to_owned);
+                    Incoming::decoded(request).map(|incoming| (incoming, id))
+                }
+                Parsed::Batch(_) => None,
+            };
+            match decoded {
+                Some(request) => {
+                    if buf.capacity() > MOVE_LINES_FROM {
+                        // Not kept while the call runs: it may be 16 MiB.
+                        *buf = Vec::new();
+                    }
+                    request
+                }
+                // A batch, or params that are not call params (to be
+                // refused by the method): served from their own frame.
+                None => {
+                    let frame = take_line(buf);
+                    drop(reading);
+                    return self.serve_frame(&frame, lend);
+                }
+            }
         };
+        self.serve(incoming, id, lend)
+    }
+
+    /// Serves a frame parsed the general way: its requests' params are
+    /// decoded where they run.
+    fn serve_frame(&self, frame: &Bytes, lend: bool) -> Turn {
+        let reader = &self.reader;
         let max_batch = reader.dispatcher.core().options.max_batch_len;
         match rpc::parse_frame(frame.as_ref(), max_batch) {
-            // Answers to our own requests, and lines that are not
-            // requests, are dealt with here; the reading goes on.
             Parsed::Single(Message::Response(response)) => reader.route(&response),
             Parsed::Single(Message::Invalid(id, error)) => reader.error(id, &error),
-            Parsed::Batch(messages) => reader.batch(&frame, messages),
+            Parsed::Batch(messages) => reader.batch(frame, messages),
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                let incoming = Incoming::new(&frame, &request);
-                // The request holds the frame now, and lets go of it once
-                // its params are parsed: a large payload is not kept while
-                // its call runs.
-                drop(frame);
-                let done = reader.answer(id);
-                if incoming.method == Method::Shutdown {
-                    reader.shutdown(vec![done]);
-                } else if !lend || reader.dispatcher.saturated() {
-                    // Every other thread waits on the host, at the limit:
-                    // this one keeps reading, and the request goes to the
-                    // pool, which serves async handlers and refuses sync
-                    // ones at once.
-                    reader.dispatcher.dispatch(incoming, None, done);
-                } else {
-                    // In flight from now, so an EOF read by another thread
-                    // cannot end the session before it is dispatched.
-                    let held = reader.dispatcher.hold();
-                    let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
-                    reader.dispatcher.defer(Box::new(lent));
-                    reader.dispatcher.dispatch_here(incoming, None, done, held);
-                    if reader.dispatcher.reclaim().is_none() {
-                        return Turn::HandedOn;
-                    }
-                }
+                return self.serve(Incoming::new(frame, request), id, lend);
+            }
+        }
+        Turn::Served
+    }
+
+    /// Runs one request: here with `lend` (see [`turn`](Self::turn)),
+    /// otherwise on the pool.
+    fn serve(&self, incoming: Incoming, id: Option<Id>, lend: bool) -> Turn {
+        let reader = &self.reader;
+        let done = reader.answer(id);
+        if incoming.method == Method::Shutdown {
+            reader.shutdown(vec![done]);
+        } else if !lend || reader.dispatcher.saturated() {
+            // Every other thread waits on the host, at the limit: this one
+            // keeps reading, and the request goes to the pool, which serves
+            // async handlers and refuses sync ones at once.
+            reader.dispatcher.dispatch(incoming, None, done);
+        } else {
+            // In flight from now, so an EOF read by another thread cannot
+            // end the session before it is dispatched.
+            let held = reader.dispatcher.hold();
+            let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
+            reader.dispatcher.defer(Box::new(lent));
+            reader.dispatcher.dispatch_here(incoming, None, done, held);
+            if reader.dispatcher.reclaim().is_none() {
+                return Turn::HandedOn;
             }
         }
         Turn::Served
@@ -357,7 +401,7 @@ impl Reader {
             match message {
                 Message::Request(request) => {
                     let done = batch.element(request.id.map(ToOwned::to_owned));
-                    let incoming = Incoming::new(frame, &request);
+                    let incoming = Incoming::new(frame, request);
                     if incoming.method == Method::Shutdown {
                         shutdowns.push(done);
                     } else {

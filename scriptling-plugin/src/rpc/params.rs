@@ -1,0 +1,33 @@
+//! [`CallParams`]: the params of every call method, and how they are decoded.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::value::Value;
+
+/// The params of every call method (`function.call`, `object.new`,
+/// `object.call_method`, `object.destroy`): each requires its own names,
+/// and ignores the others and any unknown field.
+#[derive(Deserialize, Debug, Default, PartialEq)]
+pub(crate) struct CallParams {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) class: Option<String>,
+    #[serde(default)]
+    pub(crate) object_id: Option<String>,
+    #[serde(default)]
+    pub(crate) method: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Option<Vec<Value>>,
+    #[serde(default)]
+    pub(crate) kwargs: Option<BTreeMap<String, Value>>,
+}
+
+impl CallParams {
+    /// Takes the positional and keyword arguments (absent ones are empty).
+    pub(crate) fn arguments(&mut self) -> (Vec<Value>, BTreeMap<String, Value>) {
+        (self.args.take().unwrap_or_default(), self.kwargs.take().unwrap_or_default())
+    }
+}
