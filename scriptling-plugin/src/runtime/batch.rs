@@ -43,14 +43,14 @@ impl Batch {
     /// Adds the next element; its outcome goes to the returned completion.
     /// An element without an id owes nothing: its outcome is dropped.
     pub(crate) fn element(self: &Arc<Self>, id: Option<Id>) -> Done {
-        let Some(id) = id else { return Box::new(|_| {}) };
+        let Some(id) = id else { return Done::nobody() };
         let mut state = lock(&self.state);
         let slot = state.answers.len();
         state.answers.push((id, None));
         state.owed += 1;
         drop(state);
         let batch = Arc::clone(self);
-        Box::new(move |outcome| batch.fill(slot, outcome))
+        Done::new(move |outcome| batch.fill(slot, outcome))
     }
 
     /// Declares every element added: the array goes out once all are answered.
@@ -138,10 +138,10 @@ mod tests {
         let note = batch.element(None);
         let b = batch.element(id("\"b\""));
         batch.seal();
-        b(Err(RpcError::application("no")));
-        note(Ok(b"null".to_vec()));
+        b.send(Err(RpcError::application("no")));
+        note.send(Ok(b"null".to_vec()));
         assert!(lock(&out).is_empty(), "still owed one");
-        a(Ok(br#"{"type":"int","value":1}"#.to_vec()));
+        a.send(Ok(br#"{"type":"int","value":1}"#.to_vec()));
         assert_eq!(
             lock(&out).as_slice(),
             [Some(
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn answers_before_sealing_wait_for_the_seal() {
         let (batch, out) = collect();
-        batch.element(id("1"))(Ok(b"null".to_vec()));
+        batch.element(id("1")).send(Ok(b"null".to_vec()));
         assert!(lock(&out).is_empty(), "more elements may follow");
         batch.seal();
         assert_eq!(lock(&out).len(), 1);
@@ -166,7 +166,7 @@ mod tests {
         let n = batch.element(None);
         batch.seal();
         assert_eq!(lock(&out).as_slice(), [None]);
-        n(Ok(b"null".to_vec()));
+        n.send(Ok(b"null".to_vec()));
         assert_eq!(lock(&out).len(), 1, "finished once");
     }
 }

@@ -40,8 +40,38 @@ use crate::value::{Value, codec};
 /// The serialised result JSON of a request, or its error.
 pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
 
-/// Receives a request's outcome, exactly once.
-pub(crate) type Done = Box<dyn FnOnce(Outcome) + Send>;
+/// Receives a request's outcome, exactly once. The request counts as in
+/// flight (see [`Dispatcher::wait_idle`]) until its outcome is handed over.
+pub(crate) struct Done {
+    to: Box<dyn FnOnce(Outcome) + Send>,
+    in_flight: Option<InFlightGuard>,
+}
+
+impl Done {
+    /// Hands the outcome to `to`.
+    pub(crate) fn new(to: impl FnOnce(Outcome) + Send + 'static) -> Self {
+        Self { to: Box::new(to), in_flight: None }
+    }
+
+    /// Drops the outcome: the request was a notification.
+    pub(crate) fn nobody() -> Self {
+        // A closure that captures nothing is boxed without an allocation.
+        Self::new(|_| {})
+    }
+
+    /// Hands `outcome` over; only then does the request stop being in flight.
+    pub(crate) fn send(self, outcome: Outcome) {
+        let Done { to, in_flight } = self;
+        to(outcome);
+        drop(in_flight);
+    }
+
+    /// Counts the request as in flight until the outcome is handed over.
+    fn in_flight(mut self, guard: InFlightGuard) -> Self {
+        self.in_flight = Some(guard);
+        self
+    }
+}
 
 /// The bytes a request was parsed from, kept alive while it runs (until its
 /// params are parsed), and shared by every request of a batch.
@@ -195,20 +225,17 @@ impl Dispatcher {
         guard: InFlightGuard,
         here: bool,
     ) {
-        let done: Done = Box::new(move |outcome| {
-            done(outcome);
-            drop(guard);
-        });
+        let done = done.in_flight(guard);
         if self.closing.load(Ordering::Acquire) {
-            return done(Err(RpcError::application("the plugin is shutting down")));
+            return done.send(Err(RpcError::application("the plugin is shutting down")));
         }
         let ready = |result: &[u8]| Ok(result.to_vec());
         match &request.method {
-            Method::Handshake => done(Ok(self.core.handshake.clone())),
-            Method::Ping => done(ready(br#"{"status":"ok"}"#)),
-            Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => done(ready(b"null")),
+            Method::Handshake => done.send(Ok(self.core.handshake.clone())),
+            Method::Ping => done.send(ready(br#"{"status":"ok"}"#)),
+            Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => done.send(ready(b"null")),
             Method::Unknown(name) => {
-                done(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
+                done.send(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
             }
             Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy if here => {
                 pool::enter_runtime();
@@ -244,7 +271,7 @@ impl Dispatcher {
         };
         // Each step either handed `done` on or gave it back with its error.
         if let Err((error, done)) = result {
-            done(Err(error));
+            done.send(Err(error));
         }
     }
 
@@ -326,11 +353,11 @@ impl Dispatcher {
             Err(e) => return Err((e, done)),
         };
         let Some(entry) = self.link.objects.remove(&object_id, call.owner.as_deref()) else {
-            done(Ok(b"null".to_vec()));
+            done.send(Ok(b"null".to_vec()));
             return Ok(());
         };
         let label = format!("{}.__del__", entry.class().name);
-        let then: Box<dyn FnOnce() + Send> = Box::new(move || done(Ok(b"null".to_vec())));
+        let then: Box<dyn FnOnce() + Send> = Box::new(move || done.send(Ok(b"null".to_vec())));
         match call.place {
             Place::Pool => self.release(vec![entry], label, call.owner, then),
             // The hooks are plugin code that may block: never on the runtime's threads.
@@ -388,7 +415,7 @@ impl Dispatcher {
         // The pool could not take the call, and a sync handler needs it.
         if let (Handler::Sync(_), Place::Elsewhere(reason)) = (&function.handler, &place) {
             let message = format!("{}(): {reason}", function.signature.label);
-            return done(Err(RpcError::application(message)));
+            return done.send(Err(RpcError::application(message)));
         }
         let signature = &function.signature;
         let receiver = receiver.map(|e| (e, Arc::clone(&self.link.library)));
@@ -406,7 +433,7 @@ impl Dispatcher {
                 drop(entered);
                 call.finish();
                 let outcome = finish(signature, encode, result.map_err(|p| panic_message(&*p).to_owned()));
-                logger::settle(&call, &self.link, bound, move || done(outcome));
+                logger::settle(&call, &self.link, bound, move || done.send(outcome));
             }
             Handler::Async(f) => {
                 let f = Arc::clone(f);
@@ -428,7 +455,7 @@ impl Dispatcher {
                     let result = task.await;
                     call.finish();
                     let outcome = finish(&signature, encode, result);
-                    logger::settle(&call, &link, bound, move || done(outcome));
+                    logger::settle(&call, &link, bound, move || done.send(outcome));
                 });
             }
         }

@@ -92,7 +92,7 @@ impl Service {
                 let id = request.id.map(ToOwned::to_owned);
                 let call = Call::new(&frame, request);
                 let done: Done = match id {
-                    Some(id) => Box::new(move |outcome: Outcome| {
+                    Some(id) => Done::new(move |outcome: Outcome| {
                         let mut out = Vec::new();
                         match outcome {
                             Ok(result) => rpc::write_result(&mut out, &id, &result),
@@ -100,7 +100,7 @@ impl Service {
                         }
                         let _ = tx.send(Some(out));
                     }),
-                    None => Box::new(move |_| drop(tx.send(None))),
+                    None => Done::new(move |_| drop(tx.send(None))),
                 };
                 self.run(call, owner, done);
             }
@@ -123,7 +123,7 @@ impl Service {
                         Message::Response(_) => {}
                         Message::Invalid(id, error) => {
                             let id = id.map_or_else(null_id, ToOwned::to_owned);
-                            batch.element(Some(id))(Err(error));
+                            batch.element(Some(id)).send(Err(error));
                         }
                     }
                 }
@@ -150,11 +150,11 @@ impl Service {
     /// clients. It releases the objects of the client that sent it, if it
     /// named itself with `X-Scriptling-Client`.
     fn shutdown(&self, owner: Option<Arc<str>>, done: Done) {
-        let Some(owner) = owner else { return done(Ok(b"null".to_vec())) };
+        let Some(owner) = owner else { return done.send(Ok(b"null".to_vec())) };
         let mine = self.dispatcher.link().objects.drain_owned_by(&owner);
         let dispatcher = Arc::clone(&self.dispatcher);
         tokio::task::spawn_blocking(move || {
-            let then = Box::new(move || done(Ok(b"null".to_vec())));
+            let then = Box::new(move || done.send(Ok(b"null".to_vec())));
             dispatcher.release(mine, "plugin.shutdown".into(), Some(owner), then);
         });
     }
@@ -169,14 +169,14 @@ fn with_deadline(done: Done, limit: Duration, method: String) -> Done {
             tokio::time::sleep(limit).await;
             if let Some(done) = lock(&slot).take() {
                 let message = format!("{method}: the request did not finish within {limit:?}");
-                done(Err(RpcError::application(message)));
+                done.send(Err(RpcError::application(message)));
             }
         })
     };
-    Box::new(move |outcome| {
+    Done::new(move |outcome| {
         timer.abort();
         if let Some(done) = lock(&slot).take() {
-            done(outcome);
+            done.send(outcome);
         }
     })
 }

@@ -120,7 +120,7 @@ impl Session {
         let reading = Reading { lines: LineReader::new(input, max_frame), buf: Vec::new() };
         let job = ReadJob { reader, reading: Arc::new(Mutex::new(reading)) };
         let session = Session { dispatcher, writer, outgoing, control, control_tx };
-        if first_here && matches!(job.turn(false), Turn::Ended) {
+        if first_here && matches!(job.turn(false, &mut None), Turn::Ended) {
             let _ = session.control_tx.send(Control::Eof);
             return Ok(session);
         }
@@ -177,7 +177,7 @@ impl Session {
         }
         if let Control::Shutdown(answers) = why {
             for answer in answers {
-                answer(Ok(b"null".to_vec()));
+                answer.send(Ok(b"null".to_vec()));
             }
         }
         self.outgoing.close("the plugin is shutting down");
@@ -237,9 +237,10 @@ enum Turn {
 
 impl<R: Read + Send + 'static> ReadJob<R> {
     /// Reads one line and serves it. With `lend`, a request runs right here
-    /// while the reading is lent to the pool; without, requests go to the
-    /// pool and only cheap answers (the handshake) are written from here.
-    fn turn(&self, lend: bool) -> Turn {
+    /// while the reading is lent to the pool (as `spare`, if this thread
+    /// has one from lending it before); without, requests go to the pool and
+    /// only cheap answers (the handshake) are written from here.
+    fn turn(&self, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
         let reader = &self.reader;
         let (incoming, id) = {
             let mut reading = lock(&self.reading);
@@ -302,16 +303,16 @@ impl<R: Read + Send + 'static> ReadJob<R> {
                 None => {
                     let frame = take_line(buf);
                     drop(reading);
-                    return self.serve_frame(&frame, lend);
+                    return self.serve_frame(&frame, lend, spare);
                 }
             }
         };
-        self.serve(incoming, id, lend)
+        self.serve(incoming, id, lend, spare)
     }
 
     /// Serves a frame parsed the general way: its requests' params are
     /// decoded where they run.
-    fn serve_frame(&self, frame: &Bytes, lend: bool) -> Turn {
+    fn serve_frame(&self, frame: &Bytes, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
         let reader = &self.reader;
         let max_batch = reader.dispatcher.core().options.max_batch_len;
         match rpc::parse_frame(frame.as_ref(), max_batch) {
@@ -320,7 +321,7 @@ impl<R: Read + Send + 'static> ReadJob<R> {
             Parsed::Batch(messages) => reader.batch(frame, messages),
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                return self.serve(Incoming::new(frame, request), id, lend);
+                return self.serve(Incoming::new(frame, request), id, lend, spare);
             }
         }
         Turn::Served
@@ -328,7 +329,7 @@ impl<R: Read + Send + 'static> ReadJob<R> {
 
     /// Runs one request: here with `lend` (see [`turn`](Self::turn)),
     /// otherwise on the pool.
-    fn serve(&self, incoming: Incoming, id: Option<Id>, lend: bool) -> Turn {
+    fn serve(&self, incoming: Incoming, id: Option<Id>, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
         let reader = &self.reader;
         let done = reader.answer(id);
         if incoming.method == Method::Shutdown {
@@ -342,11 +343,15 @@ impl<R: Read + Send + 'static> ReadJob<R> {
             // In flight from now, so an EOF read by another thread cannot
             // end the session before it is dispatched.
             let held = reader.dispatcher.hold();
-            let lent = ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) };
-            reader.dispatcher.defer(Box::new(lent));
+            let lent = spare.take().unwrap_or_else(|| {
+                Box::new(ReadJob { reader: Arc::clone(reader), reading: Arc::clone(&self.reading) })
+            });
+            reader.dispatcher.defer(lent);
             reader.dispatcher.dispatch_here(incoming, None, done, held);
-            if reader.dispatcher.reclaim().is_none() {
-                return Turn::HandedOn;
+            match reader.dispatcher.reclaim() {
+                // Kept for lending the reading again.
+                Some(lent) => *spare = Some(lent),
+                None => return Turn::HandedOn,
             }
         }
         Turn::Served
@@ -358,8 +363,9 @@ impl<R: Read + Send + 'static> Job for ReadJob<R> {
         // What a thread that ran a slow request held back leaves now.
         self.reader.writer.flush();
         let _hold = self.reader.writer.hold();
+        let mut spare = None;
         loop {
-            match self.turn(true) {
+            match self.turn(true, &mut spare) {
                 Turn::Served => {}
                 Turn::HandedOn => return,
                 Turn::Ended => break,
@@ -409,7 +415,7 @@ impl Reader {
                     }
                 }
                 Message::Response(response) => self.route(&response),
-                Message::Invalid(id, error) => batch.element(Some(id_or_null(id)))(Err(error)),
+                Message::Invalid(id, error) => batch.element(Some(id_or_null(id))).send(Err(error)),
             }
         }
         batch.seal();
@@ -441,9 +447,9 @@ impl Reader {
 
     /// Writes the answer to request `id`; a notification's is dropped.
     fn answer(&self, id: Option<Id>) -> Done {
-        let Some(id) = id else { return Box::new(|_| {}) };
+        let Some(id) = id else { return Done::nobody() };
         let writer = Arc::clone(&self.writer);
-        Box::new(move |outcome: Outcome| {
+        Done::new(move |outcome: Outcome| {
             writer.send_answer(match outcome {
                 // Written from where it was serialised: no copy of a large result.
                 Ok(result) => Frame::Parts(rpc::result_head(&id), result, rpc::RESULT_TAIL),

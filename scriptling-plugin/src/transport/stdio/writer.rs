@@ -39,8 +39,9 @@ thread_local! {
     /// Whether this thread's frames are being held (see [`FrameWriter::hold`]).
     static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
-/// Slices handed to one `writev` (Linux's `IOV_MAX` is 1024).
-const MAX_SLICES: usize = 1024;
+/// Slices handed to one `writev` (Linux's `IOV_MAX` is 1024); gathered on
+/// the stack.
+const MAX_SLICES: usize = 256;
 
 /// One frame, without its newline.
 pub(crate) enum Frame {
@@ -59,12 +60,13 @@ impl Frame {
         }
     }
 
-    fn slices<'a>(&'a self, out: &mut Vec<&'a [u8]>) {
-        match self {
-            Frame::Line(line) => out.push(line),
-            Frame::Parts(head, body, tail) => out.extend([&head[..], &body[..], tail]),
-        }
-        out.push(b"\n");
+    /// The frame's bytes, newline included, as up to four slices.
+    fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        let parts: [&[u8]; 4] = match self {
+            Frame::Line(line) => [line, b"\n", b"", b""],
+            Frame::Parts(head, body, tail) => [head, body, tail, b"\n"],
+        };
+        parts.into_iter().filter(|part| !part.is_empty())
     }
 }
 
@@ -176,12 +178,8 @@ impl FrameWriter {
         if self.failed.load(Ordering::Relaxed) {
             return;
         }
-        let mut slices = Vec::with_capacity(frames.len() * 4);
-        for frame in frames {
-            frame.slices(&mut slices);
-        }
         let mut out = lock(&self.out);
-        let result = slices.chunks(MAX_SLICES).try_for_each(|chunk| write_all_vectored(&mut **out, chunk));
+        let result = write_all_vectored(&mut **out, frames.iter().flat_map(Frame::parts));
         if let Err(e) = result.and_then(|()| out.flush()) {
             // The host has gone: stdin will see EOF and the plugin exits.
             if !self.failed.swap(true, Ordering::Relaxed) {
@@ -235,28 +233,27 @@ impl FrameSink for FrameWriter {
     }
 }
 
-/// `Write::write_all_vectored` (unstable in std): one `writev` for small
-/// frames, a loop over partial writes for large ones.
-fn write_all_vectored(out: &mut dyn Write, parts: &[&[u8]]) -> std::io::Result<()> {
-    let mut index = 0;
-    let mut offset = 0;
-    while index < parts.len() {
-        let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[index][offset..])
-            .chain(parts[index + 1..].iter().copied())
-            .map(IoSlice::new)
-            .collect();
-        let mut written = match out.write_vectored(&slices) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        while index < parts.len() && written >= parts[index].len() - offset {
-            written -= parts[index].len() - offset;
-            index += 1;
-            offset = 0;
+/// `Write::write_all_vectored` (unstable in std) over `parts`, gathered
+/// [`MAX_SLICES`] at a time on the stack: one `writev` for a few frames, a
+/// loop over partial writes for large ones, and no allocation.
+fn write_all_vectored<'a>(out: &mut dyn Write, parts: impl Iterator<Item = &'a [u8]>) -> std::io::Result<()> {
+    let mut parts = parts.peekable();
+    let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+    while parts.peek().is_some() {
+        let mut gathered = 0;
+        for (slot, part) in slices.iter_mut().zip(&mut parts) {
+            *slot = IoSlice::new(part);
+            gathered += 1;
         }
-        offset += written;
+        let mut pending = &mut slices[..gathered];
+        while !pending.is_empty() {
+            match out.write_vectored(pending) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut pending, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
     Ok(())
 }
@@ -283,8 +280,13 @@ mod tests {
     #[test]
     fn vectored_writes_survive_partial_writes() {
         let mut out = Trickle(Vec::new());
-        write_all_vectored(&mut out, &[b"ab", b"", b"cdefg", b"h\n"]).unwrap();
+        write_all_vectored(&mut out, [&b"ab"[..], b"", b"cdefg", b"h\n"].into_iter()).unwrap();
         assert_eq!(out.0, b"abcdefgh\n");
+        // More parts than one writev takes.
+        let mut out = Trickle(Vec::new());
+        let many: Vec<String> = (0..MAX_SLICES * 2 + 3).map(|i| format!("{i},")).collect();
+        write_all_vectored(&mut out, many.iter().map(|p| p.as_bytes())).unwrap();
+        assert_eq!(out.0, many.concat().as_bytes());
     }
 
     /// Blocks every write until the test lets it through, recording writes.
