@@ -55,7 +55,7 @@ use crate::runtime::pool::Job;
 use crate::support::lock;
 use crate::transport::signals::{Signal, Signals};
 use crate::transport::stdio::lines::{Line, LineReader};
-use crate::transport::stdio::writer::{Frame, FrameWriter};
+use crate::transport::stdio::writer::{Frame, FrameWriter, Hold};
 
 /// Lines at least this long are handed to their request without a copy,
 /// and a buffer that held one is not kept.
@@ -120,7 +120,7 @@ impl Session {
         let reading = Reading { lines: LineReader::new(input, max_frame), buf: Vec::new() };
         let job = ReadJob { reader, reading: Arc::new(Mutex::new(reading)) };
         let session = Session { dispatcher, writer, outgoing, control, control_tx };
-        if first_here && matches!(job.turn(false, &mut None), Turn::Ended) {
+        if first_here && matches!(job.turn(false, &mut None, None), Turn::Ended) {
             let _ = session.control_tx.send(Control::Eof);
             return Ok(session);
         }
@@ -239,8 +239,9 @@ impl<R: Read + Send + 'static> ReadJob<R> {
     /// Reads one line and serves it. With `lend`, a request runs right here
     /// while the reading is lent to the pool (as `spare`, if this thread
     /// has one from lending it before); without, requests go to the pool and
-    /// only cheap answers (the handshake) are written from here.
-    fn turn(&self, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
+    /// only cheap answers (the handshake) are written from here. With
+    /// `hold`, answers are held back while more lines are read already.
+    fn turn(&self, lend: bool, spare: &mut Option<Box<dyn Job>>, hold: Option<&Hold<'_>>) -> Turn {
         let reader = &self.reader;
         let (incoming, id) = {
             let mut reading = lock(&self.reading);
@@ -256,7 +257,11 @@ impl<R: Read + Send + 'static> ReadJob<R> {
             // the pool (and a pool at its limit counts it as waiting on the host).
             let next = if buffered { lines.next(buf) } else { context::waiting_on_host(|| lines.next(buf)) };
             match next {
-                Ok(Line::Frame) => {}
+                Ok(Line::Frame) => {
+                    if let Some(hold) = hold {
+                        hold.input_waiting(lines.has_line());
+                    }
+                }
                 Ok(Line::TooLong(len)) => {
                     let max = reader.dispatcher.core().options.max_frame_bytes;
                     let message =
@@ -362,10 +367,10 @@ impl<R: Read + Send + 'static> Job for ReadJob<R> {
     fn run(self: Box<Self>) {
         // What a thread that ran a slow request held back leaves now.
         self.reader.writer.flush();
-        let _hold = self.reader.writer.hold();
+        let hold = self.reader.writer.hold();
         let mut spare = None;
         loop {
-            match self.turn(true, &mut spare) {
+            match self.turn(true, &mut spare, Some(&hold)) {
                 Turn::Served => {}
                 Turn::HandedOn => return,
                 Turn::Ended => break,
@@ -452,7 +457,15 @@ impl Reader {
         Done::new(move |outcome: Outcome| {
             writer.send_answer(match outcome {
                 // Written from where it was serialised: no copy of a large result.
-                Ok(result) => Frame::Parts(rpc::result_head(&id), result, rpc::RESULT_TAIL),
+                Ok(result) if result.len() >= MOVE_LINES_FROM => {
+                    Frame::Parts(rpc::result_head(&id), result, rpc::RESULT_TAIL)
+                }
+                Ok(result) => {
+                    // One buffer, newline included: one write for a lone answer.
+                    let mut line = Vec::new();
+                    rpc::write_result(&mut line, &id, &result);
+                    Frame::Line(line)
+                }
                 Err(error) => {
                     let mut line = Vec::new();
                     rpc::write_error(&mut line, Some(&id), &error);

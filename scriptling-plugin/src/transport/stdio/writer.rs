@@ -55,7 +55,7 @@ pub(crate) enum Frame {
 impl Frame {
     fn len(&self) -> usize {
         match self {
-            Frame::Line(line) => line.len() + 1,
+            Frame::Line(line) => line.len(),
             Frame::Parts(head, body, tail) => head.len() + body.len() + tail.len() + 1,
         }
     }
@@ -63,7 +63,7 @@ impl Frame {
     /// The frame's bytes, newline included, as up to four slices.
     fn parts(&self) -> impl Iterator<Item = &[u8]> {
         let parts: [&[u8]; 4] = match self {
-            Frame::Line(line) => [line, b"\n", b"", b""],
+            Frame::Line(line) => [line, b"", b"", b""],
             Frame::Parts(head, body, tail) => [head, body, tail, b"\n"],
         };
         parts.into_iter().filter(|part| !part.is_empty())
@@ -117,7 +117,12 @@ impl FrameWriter {
         self.queue_frame(frame, HOLDING.with(std::cell::Cell::get));
     }
 
-    fn queue_frame(&self, frame: Frame, hold: bool) {
+    fn queue_frame(&self, mut frame: Frame, hold: bool) {
+        if let Frame::Line(line) = &mut frame {
+            // In place (there is usually room): a lone frame is then one
+            // contiguous write, not a `writev` of two slices.
+            line.push(b'\n');
+        }
         let mut queue = lock(&self.queue);
         queue.bytes += frame.len();
         self.backlog.store(queue.bytes, Ordering::Relaxed);
@@ -138,12 +143,13 @@ impl FrameWriter {
         self.write_queue(queue);
     }
 
-    /// Holds back the answers this thread sends until the guard is dropped
-    /// (or [`flush`](Self::flush) is called), bounded by [`HOLD_BYTES`] and
-    /// [`HOLD_FRAMES`]. For a thread answering requests that arrived
-    /// together; the held frames leave in one write.
+    /// Lets this thread hold back the answers it sends while more requests
+    /// are waiting (see [`Hold::input_waiting`]), bounded by [`HOLD_BYTES`]
+    /// and [`HOLD_FRAMES`]; what is held is written when the guard is
+    /// dropped (or [`flush`](Self::flush) is called). For a thread
+    /// answering requests that arrived together: the held frames leave in
+    /// one write.
     pub(crate) fn hold(&self) -> Hold<'_> {
-        HOLDING.with(|h| h.set(true));
         Hold(self)
     }
 
@@ -220,6 +226,17 @@ impl FrameWriter {
 /// Holds a thread's frames back while alive (see [`FrameWriter::hold`]).
 pub(crate) struct Hold<'a>(&'a FrameWriter);
 
+impl Hold<'_> {
+    /// Whether more requests are read already: until this is next called,
+    /// the answers this thread sends are held back if so (they leave with
+    /// the answers to those requests), and written at once if not (a lone
+    /// request's answer leaves the moment it is ready, and the clean-up
+    /// after it is off the host's wait).
+    pub(crate) fn input_waiting(&self, waiting: bool) {
+        HOLDING.with(|h| h.set(waiting));
+    }
+}
+
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
         HOLDING.with(|h| h.set(false));
@@ -244,6 +261,11 @@ fn write_all_vectored<'a>(out: &mut dyn Write, parts: impl Iterator<Item = &'a [
         for (slot, part) in slices.iter_mut().zip(&mut parts) {
             *slot = IoSlice::new(part);
             gathered += 1;
+        }
+        if gathered == 1 {
+            // `write` costs the kernel less than a `writev` of one slice.
+            out.write_all(&slices[0])?;
+            continue;
         }
         let mut pending = &mut slices[..gathered];
         while !pending.is_empty() {
@@ -345,6 +367,12 @@ mod tests {
         let writes = Writes::default();
         let writer = FrameWriter::new(Box::new(writes.clone()));
         let hold = writer.hold();
+        // Nothing more read: an answer leaves at once.
+        writer.send_answer(Frame::Line(b"alone".to_vec()));
+        assert_eq!(lock(&writes.0).as_slice(), [b"alone\n".to_vec()]);
+        lock(&writes.0).clear();
+        // More requests read already: answers wait for theirs.
+        hold.input_waiting(true);
         for i in 0..3 {
             writer.send_answer(Frame::Line(format!("answer {i}").into_bytes()));
         }
