@@ -8,6 +8,7 @@
 
 pub(crate) mod error;
 pub(crate) mod params;
+mod scan;
 
 use std::fmt;
 
@@ -18,7 +19,7 @@ use serde_json::value::RawValue;
 pub(crate) use error::{ErrorCode, RpcError};
 pub(crate) use params::CallParams;
 
-use crate::value::codec;
+use crate::value::{Value, codec};
 
 /// A request id exactly as it appeared on the wire.
 pub(crate) type Id = Box<RawValue>;
@@ -157,6 +158,11 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 /// `max_batch` elements; a longer one is refused whole, without being
 /// classified.
 pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
+    // Checked whole, so bytes in a skipped field are held to it too.
+    if let Err(e) = std::str::from_utf8(line) {
+        let message = format!("parse error: invalid UTF-8 at byte {}", e.valid_up_to());
+        return Frame::Single(Message::Invalid(None, RpcError::new(ErrorCode::ParseError, message)));
+    }
     if first_byte(line) == Some(b'[') {
         let mut de = serde_json::Deserializer::from_slice(line);
         let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
@@ -187,11 +193,29 @@ pub(crate) fn parse_frame_decoding(line: &[u8], max_batch: usize) -> Frame<'_> {
     // otherwise never checked, and its strings need no check after.
     if first_byte(line) == Some(b'{')
         && let Ok(text) = std::str::from_utf8(line)
-        && let Ok(envelope) = codec::decode_str::<Envelope<'_, CallParams>>(text)
     {
-        return Frame::Single(envelope.into_message(Params::Call));
+        if let Some(request) = scan::request(text) {
+            return Frame::Single(Message::Request(request));
+        }
+        if let Some(message) = decode_envelope(text) {
+            return Frame::Single(message);
+        }
     }
     parse_frame(line, max_batch)
+}
+
+/// One pass of serde over `text`, call params and all (what
+/// [`parse_frame_decoding`] does when the line is not of the common shape).
+pub(crate) fn decode_envelope(text: &str) -> Option<Message<'_>> {
+    let envelope = codec::decode_str::<Envelope<'_, CallParams>>(text).ok()?;
+    Some(envelope.into_message(Params::Call))
+}
+
+/// The common-shape reader alone (for the fuzzer, which checks it against
+/// [`decode_envelope`]).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn scan_request(text: &str) -> Option<Request<'_>> {
+    scan::request(text)
 }
 
 /// The first byte that is not whitespace.
@@ -283,7 +307,7 @@ impl<'a, P> Envelope<'a, P> {
 /// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
 /// that is not a request object (-32600).
 fn invalid_envelope<'a>(bytes: &'a [u8], err: &serde_json::Error) -> Message<'a> {
-    if std::str::from_utf8(bytes).is_err() || serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
+    if serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
         return Message::Invalid(None, parse_error(err));
     }
     #[derive(Deserialize)]
@@ -346,7 +370,16 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcE
 /// Serialises `value` as a result, or explains (for the call `qualified`) why
 /// it cannot be sent.
 pub(crate) fn encode_result<T: Serialize + ?Sized>(value: &T, qualified: &str) -> Result<Vec<u8>, RpcError> {
-    serde_json::to_vec(value).map_err(|e| RpcError::application(format!("{qualified}(): cannot send the result: {e}")))
+    serde_json::to_vec(value).map_err(|e| cannot_send(qualified, &e))
+}
+
+/// [`encode_result`] for a value (see `codec::encode`).
+pub(crate) fn encode_value(value: &Value, qualified: &str) -> Result<Vec<u8>, RpcError> {
+    codec::encode(value).map_err(|e| cannot_send(qualified, &e))
+}
+
+fn cannot_send(qualified: &str, error: &serde_json::Error) -> RpcError {
+    RpcError::application(format!("{qualified}(): cannot send the result: {error}"))
 }
 
 /// Writes a request frame for one of the plugin's own calls into `out`.
@@ -433,7 +466,11 @@ mod tests {
             Frame::Single(Message::Response(_))
         ));
         assert!(matches!(parse_frame_decoding(br#"[{"id":1,"method":"a"}]"#, 100), Frame::Batch(_)));
-        for line in [&b"{nope"[..], b"{\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}"] {
+        for line in [
+            &b"{nope"[..],
+            b"{\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",
+            b"{\"jsonrpc\":\"2.0\xc3\",\"id\":1,\"method\":\"ping\"}",
+        ] {
             let Frame::Single(Message::Invalid(_, e)) = parse_frame_decoding(line, 100) else { panic!() };
             assert_eq!(e.code, ErrorCode::ParseError);
         }

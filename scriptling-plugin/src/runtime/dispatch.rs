@@ -524,7 +524,7 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
             "{qualified}(): the constructor returned {} instead of a new instance",
             other.type_name()
         ))),
-        Ok(Ok(value)) => rpc::encode_result(&value, qualified),
+        Ok(Ok(value)) => rpc::encode_value(&value, qualified),
         Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
         Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
     }

@@ -62,6 +62,34 @@ pub(crate) fn decode_str<'a, T: Deserialize<'a>>(text: &'a str) -> serde_json::R
     Ok(value)
 }
 
+/// Encodes `value` as its wire JSON: exactly what its `Serialize` writes,
+/// with the common scalar results written directly rather than through a
+/// serde map (a call's result is encoded on the way to every answer).
+pub(crate) fn encode(value: &Value) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(64);
+    match value {
+        Value::Null => out.extend_from_slice(br#"{"type":"null"}"#),
+        Value::Bool(b) => {
+            out.extend_from_slice(br#"{"type":"bool","value":"#);
+            out.extend_from_slice(if *b { b"true" } else { b"false" });
+            out.push(b'}');
+        }
+        Value::Int(i) => {
+            out.extend_from_slice(br#"{"type":"int","value":"#);
+            serde_json::to_writer(&mut out, i)?;
+            out.push(b'}');
+        }
+        Value::String(s) => {
+            out.reserve(s.len() + 28);
+            out.extend_from_slice(br#"{"type":"string","value":"#);
+            serde_json::to_writer(&mut out, s)?;
+            out.push(b'}');
+        }
+        other => serde_json::to_writer(&mut out, other)?,
+    }
+    Ok(out)
+}
+
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         crate::support::deep(|| self.serialize_shallow(serializer))
@@ -450,6 +478,26 @@ mod tests {
             let err = serde_json::to_string(&nested).unwrap_err().to_string();
             assert!(err.contains("JSON has no NaN or Infinity"), "{err}");
         }
+    }
+
+    #[test]
+    fn direct_encoding_is_what_serde_writes() {
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Int(i64::MIN),
+            Value::Int(0),
+            Value::Int(42),
+            Value::String(String::new()),
+            Value::String("tab\t \"quote\" \u{1}\u{1F600} \\".into()),
+            Value::Float(1.5),
+            Value::List(vec![Value::Int(1), Value::String("a".into())]),
+        ];
+        for v in values {
+            assert_eq!(String::from_utf8(super::encode(&v).unwrap()).unwrap(), encode(&v), "{v:?}");
+        }
+        assert!(super::encode(&Value::Float(f64::NAN)).is_err());
     }
 
     #[test]

@@ -1,0 +1,172 @@
+//! A hand-written reader for the request line hosts send almost always:
+//! one object with `jsonrpc`, `id`, `method` and `params` (an object), in
+//! any order. It finds the envelope's fields without serde's machinery and
+//! decodes only the params with serde; anything else (another key, an
+//! escape in a name, a response, odd spacing inside a number) makes it give
+//! up, and the general parser reads the line instead, so it never accepts
+//! a line differently.
+
+use serde_json::value::RawValue;
+
+use crate::rpc::{CallParams, Params, Request};
+
+/// The request on `text`, a whole line, or `None` if it is not of the
+/// common shape (the general parser then decides what it is).
+pub(crate) fn request(text: &str) -> Option<Request<'_>> {
+    let mut at = Cursor { text, at: 0 };
+    at.eat(b'{')?;
+    let (mut id, mut method, mut params, mut jsonrpc) = (None, None, None, false);
+    loop {
+        let key = at.plain_string()?;
+        at.eat(b':')?;
+        match key {
+            "jsonrpc" if !jsonrpc => {
+                at.plain_string()?;
+                jsonrpc = true;
+            }
+            "id" if id.is_none() => id = Some(at.id()?),
+            "method" if method.is_none() => method = Some(at.plain_string()?),
+            "params" if params.is_none() => params = Some(at.params()?),
+            _ => return None,
+        }
+        match at.next_byte()? {
+            b',' => {}
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    at.skip_whitespace();
+    if at.at != text.len() {
+        return None;
+    }
+    Some(Request { id, method: method?, params: params.flatten().map(Params::Call) })
+}
+
+struct Cursor<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn skip_whitespace(&mut self) {
+        let bytes = self.text.as_bytes();
+        while bytes.get(self.at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after any whitespace, consumed.
+    fn next_byte(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        let byte = *self.text.as_bytes().get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn eat(&mut self, expected: u8) -> Option<()> {
+        (self.next_byte()? == expected).then_some(())
+    }
+
+    /// A string with no escapes (and, as JSON requires, no control
+    /// characters): its contents.
+    fn plain_string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let rest = &self.text.as_bytes()[start..];
+        let len = rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        self.at = start + len + 1;
+        Some(&self.text[start..start + len])
+    }
+
+    /// An id: a plain string, a number or `null`, kept verbatim.
+    fn id(&mut self) -> Option<&'a RawValue> {
+        self.skip_whitespace();
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        match *bytes.get(start)? {
+            b'"' => {
+                self.plain_string()?;
+            }
+            b'-' | b'0'..=b'9' => {
+                let len =
+                    bytes[start..].iter().position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
+                self.at = len.map_or(bytes.len(), |len| start + len);
+            }
+            b'n' => self.at += "null".len(),
+            _ => return None,
+        }
+        // Checks the number's (or null's) syntax, as the general parser would.
+        serde_json::from_str(self.text.get(start..self.at)?).ok()
+    }
+
+    /// Params that are an object (decoded as call params) or `null`.
+    fn params(&mut self) -> Option<Option<CallParams>> {
+        self.skip_whitespace();
+        let rest = &self.text[self.at..];
+        if let Some(after) = rest.strip_prefix("null") {
+            self.at += rest.len() - after.len();
+            return Some(None);
+        }
+        if !rest.starts_with('{') {
+            return None;
+        }
+        let mut de = serde_json::Deserializer::from_str(rest);
+        de.disable_recursion_limit();
+        let mut values = de.into_iter::<CallParams>();
+        let params = values.next()?.ok()?;
+        self.at += values.byte_offset();
+        Some(Some(params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    #[test]
+    fn reads_the_common_shape_in_any_order() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
+            r#" { "params" : {"name":"f","args":[{"type":"int","value":1}]} , "method":"function.call", "id": 7 } "#,
+        ] {
+            let r = request(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!((r.id.map(RawValue::get), r.method), (Some("7"), "function.call"));
+            let Some(Params::Call(p)) = r.params else { panic!() };
+            assert_eq!((p.name.as_deref(), p.args), (Some("f"), Some(vec![Value::Int(1)])));
+        }
+        for (line, id) in [
+            (r#"{"id":"a-1","method":"ping"}"#, Some(r#""a-1""#)),
+            (r#"{"id":-1.5e3,"method":"ping"}"#, Some("-1.5e3")),
+            (r#"{"id":null,"method":"ping","params":null}"#, Some("null")),
+            (r#"{"method":"ping"}"#, None),
+        ] {
+            let r = request(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!((r.id.map(RawValue::get), r.method, r.params.is_none()), (id, "ping", true), "{line}");
+        }
+    }
+
+    #[test]
+    fn gives_up_on_anything_else() {
+        for line in [
+            r#"{"id":1,"method":"ping","extra":1}"#,
+            r#"{"id":1,"method":"p\u0069ng"}"#,
+            r#"{"id":1,"id":2,"method":"ping"}"#,
+            r#"{"id":1,"method":"ping","params":[1]}"#,
+            r#"{"id":1,"method":"ping","params":{"args":5}}"#,
+            r#"{"id":1-2,"method":"ping"}"#,
+            r#"{"id":nul,"method":"ping"}"#,
+            r#"{"id":1,"result":null}"#,
+            r#"{"id":1}"#,
+            r#"{"id":1,"method":"ping"} x"#,
+            r#"{"id":1,"method":"ping""#,
+            r#"[{"id":1,"method":"ping"}]"#,
+            "{\"id\":1,\"method\":\"a\tb\"}",
+        ] {
+            assert!(request(line).is_none(), "{line}");
+        }
+    }
+}
