@@ -365,3 +365,75 @@ fn shutdown_hooks_log_through_a_real_host_connection() {
     assert_eq!(messages, ["closing cache"], "handled before shutdown was answered");
     assert_eq!(host.wait(WAIT).unwrap().unwrap().code(), Some(0));
 }
+
+/// Voluntary context switches of every thread of process `pid` (Linux):
+/// how often its threads went to sleep.
+#[cfg(target_os = "linux")]
+fn sleeps(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .filter_map(|status| {
+            let line = status.lines().find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// Sleeps per round trip of the fixture, polling stdin for `spin_us`, over
+/// `calls` sequential calls each sent `gap` after the last answer.
+#[cfg(target_os = "linux")]
+fn sleeps_per_call(spin_us: u32, calls: u32, gap: Duration) -> f64 {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
+        .env("FIXTURE_INPUT_SPIN_US", spin_us.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut round_trip = |id: u32, method: &str, params: &str| {
+        writeln!(input, r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#).unwrap();
+        line.clear();
+        output.read_line(&mut line).unwrap();
+        assert!(line.contains(r#""result""#), "{line}");
+    };
+    round_trip(0, "scriptling.handshake", r#"{"protocol":"1.0"}"#);
+    let echo = r#"{"name":"echo","args":[{"type":"int","value":1}]}"#;
+    for id in 1..=100 {
+        round_trip(id, "function.call", echo);
+    }
+    let before = sleeps(child.id());
+    for id in 0..calls {
+        let answered = Instant::now();
+        while answered.elapsed() < gap {
+            std::hint::spin_loop();
+        }
+        round_trip(1_000 + id, "function.call", echo);
+    }
+    let per_call = (sleeps(child.id()) - before) as f64 / f64::from(calls);
+    drop(input);
+    child.wait().unwrap();
+    per_call
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn the_reader_polls_for_the_next_request_instead_of_sleeping_when_asked() {
+    // Each request comes 300 µs after the last answer: long enough for
+    // the plugin to be waiting for it, well inside a generous window (so a
+    // busy test machine does not outlast it).
+    let gap = Duration::from_micros(300);
+    // Other threads sleep too (the pool's watchdog ticks while calls come),
+    // about as often either way: the reading thread makes the difference.
+    let polling = sleeps_per_call(5_000, 1_000, gap);
+    let sleeping = sleeps_per_call(0, 1_000, gap);
+    assert!(
+        sleeping - polling > 0.7,
+        "polling stdin should save the reading thread a sleep per call: {sleeping:.2} sleeps per call without, {polling:.2} with"
+    );
+}

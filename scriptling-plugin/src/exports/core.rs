@@ -16,6 +16,7 @@ pub(crate) struct Options {
     pub(crate) shutdown_grace: Duration,
     pub(crate) log_ack_timeout: Duration,
     pub(crate) max_sync_threads: usize,
+    pub(crate) input_spin: Duration,
     pub(crate) panic_backtraces: bool,
     /// `run` leaves unknown arguments to the plugin.
     pub(crate) own_args: bool,
@@ -29,6 +30,7 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(5),
             log_ack_timeout: Duration::from_secs(5),
             max_sync_threads: 512,
+            input_spin: Duration::from_micros(50),
             panic_backtraces: false,
             own_args: false,
         }

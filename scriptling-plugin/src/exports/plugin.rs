@@ -186,6 +186,31 @@ impl Plugin {
         self
     }
 
+    /// How long the thread reading stdin polls it for the host's next
+    /// request before it sleeps (default 50 µs; zero sleeps at once).
+    ///
+    /// A host calling in a loop sends its next request a few microseconds
+    /// after reading an answer; a thread asleep on the pipe takes about
+    /// 3 µs to wake (more under virtualisation), which polling saves: a
+    /// sequential round trip measured ~30% faster with it. The price is up
+    /// to this much CPU time after each answer no request follows at once.
+    /// Set it to zero for plugins that run many at a time on few cores, or
+    /// whose calls come seldom. Only [`run`](Plugin::run) and
+    /// [`serve_stdio`](Plugin::serve_stdio) poll, and only where stdin can
+    /// be polled (Unix).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scriptling_plugin::Plugin;
+    ///
+    /// let plugin = Plugin::new("quiet", "1.0.0", "Sleeps between calls").input_spin(Duration::ZERO);
+    /// # drop(plugin);
+    /// ```
+    pub fn input_spin(mut self, spin: Duration) -> Self {
+        self.options.input_spin = spin;
+        self
+    }
+
     /// Prints panics of plugin calls in full, through the process's panic
     /// hook (with a backtrace if `RUST_BACKTRACE` asks for one), instead of
     /// the SDK's single line. Also enabled by setting

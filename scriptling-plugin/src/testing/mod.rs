@@ -191,7 +191,7 @@ impl Host {
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
         let runtime = Arc::new(OnceLock::new());
-        let session = Session::start(core, plugin_in, plugin_out, Arc::clone(&runtime), false)?;
+        let session = Session::start(core, plugin_in, plugin_out, Arc::clone(&runtime), false, false)?;
         let link = session.link();
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {

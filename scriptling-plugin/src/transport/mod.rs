@@ -103,7 +103,7 @@ impl Plugin {
         // handshake already waiting is answered before any thread starts.
         let runtime = Arc::new(OnceLock::new());
         let first_here = stdio::input_waiting();
-        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime), first_here)?;
+        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime), first_here, true)?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());
         let result = rt.block_on(session.finish(signals));
@@ -143,7 +143,7 @@ impl Plugin {
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
         let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
-        Session::start(Arc::new(core), std::io::stdin(), out, runtime, false)?.finish(signals).await
+        Session::start(Arc::new(core), std::io::stdin(), out, runtime, false, true)?.finish(signals).await
     }
 }
 
