@@ -493,10 +493,7 @@ fn work(shared: &Arc<Shared>) {
 }
 
 fn spin_for_work(shared: &Shared) {
-    static EXPERIMENT: OnceLock<Duration> = OnceLock::new();
-    let spin = *EXPERIMENT
-        .get_or_init(|| std::env::var("SPIN_US").ok().and_then(|v| v.parse().ok()).map_or(SPIN, Duration::from_micros));
-    let deadline = Instant::now() + spin;
+    let deadline = Instant::now() + SPIN;
     let mut turns = 0u32;
     let due = |shared: &Shared| {
         let due = shared.deferred_due.load(Ordering::Acquire);
