@@ -56,6 +56,7 @@ use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
 use crate::support::lock;
 use crate::transport::stdio::Session;
+use crate::transport::stdio::lines::LineReader;
 use crate::value::{ObjectRef, Value};
 
 /// How long a request waits for its response before failing with
@@ -191,7 +192,8 @@ impl Host {
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
         let runtime = Arc::new(OnceLock::new());
-        let session = Session::start(core, plugin_in, plugin_out, Arc::clone(&runtime), false, false)?;
+        let lines = LineReader::new(plugin_in, core.options.max_frame_bytes);
+        let session = Session::start(core, lines, plugin_out, Arc::clone(&runtime), false, false)?;
         let link = session.link();
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {

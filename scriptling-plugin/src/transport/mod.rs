@@ -16,6 +16,7 @@ use crate::runtime::{panic, pool};
 use crate::transport::cli::Command;
 use crate::transport::signals::Signals;
 use crate::transport::stdio::Session;
+use crate::transport::stdio::lines::LineReader;
 
 impl Plugin {
     /// Serves the plugin over stdio until the host shuts it down, closes
@@ -94,16 +95,20 @@ impl Plugin {
                     .to_owned(),
             ));
         }
+        // A handshake already waiting is answered first, before anything
+        // else is set up; otherwise the reader starts before the runtime is
+        // built, so the handshake is answered while its threads start.
+        let mut out = stdio::guard::take_stdout()?;
+        let mut lines = LineReader::new(std::io::stdin(), core.options.max_frame_bytes);
+        let answered = stdio::input_waiting() && stdio::answer_early_handshake(&core, &mut lines, &mut out);
         let signals = Signals::install();
         return_large_buffers_to_the_system();
         panic::install_hook(core.options.panic_backtraces);
-        let out = stdio::guard::take_stdout()?;
-        // The reader starts before the runtime is built, so the host's
-        // handshake is answered while the runtime's threads are starting; a
-        // handshake already waiting is answered before any thread starts.
         let runtime = Arc::new(OnceLock::new());
-        let first_here = stdio::input_waiting();
-        let session = Session::start(Arc::new(core), std::io::stdin(), out, Arc::clone(&runtime), first_here, true)?;
+        // Whatever else is waiting is served from here too, up to the first
+        // request that needs a thread.
+        let first_here = !answered && stdio::input_waiting();
+        let session = Session::start(Arc::new(core), lines, out, Arc::clone(&runtime), first_here, true)?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());
         let result = rt.block_on(session.finish(signals));
@@ -143,7 +148,8 @@ impl Plugin {
         panic::install_hook(core.options.panic_backtraces);
         let out = stdio::guard::take_stdout()?;
         let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
-        Session::start(Arc::new(core), std::io::stdin(), out, runtime, false, true)?.finish(signals).await
+        let lines = LineReader::new(std::io::stdin(), core.options.max_frame_bytes);
+        Session::start(Arc::new(core), lines, out, runtime, false, true)?.finish(signals).await
     }
 }
 

@@ -100,7 +100,7 @@ impl Session {
     /// [`spin_for_input`]).
     pub(crate) fn start<R, W>(
         core: Arc<Core>,
-        input: R,
+        lines: LineReader<R>,
         output: W,
         runtime: Arc<OnceLock<Handle>>,
         first_here: bool,
@@ -117,7 +117,6 @@ impl Session {
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let link =
             Link::new(Arc::clone(&core.library), ObjectTable::sequential(), classes, Some(host), Arc::clone(&runtime));
-        let max_frame = core.options.max_frame_bytes;
         let spin = if on_stdin { core.options.input_spin } else { Duration::ZERO };
         let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
         let reader = Arc::new(Reader {
@@ -127,7 +126,7 @@ impl Session {
             control: control_tx.clone(),
             spin,
         });
-        let reading = Reading { lines: LineReader::new(input, max_frame), buf: Vec::new() };
+        let reading = Reading { lines, buf: Vec::new() };
         let job = ReadJob { reader, reading: Arc::new(Mutex::new(reading)) };
         let session = Session { dispatcher, writer, outgoing, control, control_tx };
         if first_here && matches!(job.turn(false, &mut None, None), Turn::Ended) {
@@ -255,6 +254,28 @@ fn spin_for_input(spin: Duration) {
     while !input_waiting() && Instant::now() < until {
         std::hint::spin_loop();
     }
+}
+
+/// Answers the host's handshake at once if it is the first line and has
+/// arrived whole already, before the session exists: the host's wait for a
+/// starting plugin then ends before the plugin sets up the rest (signals,
+/// the stdout guard, the session, its threads). Returns whether it did;
+/// anything else is left in `lines` for the session. The answer is written
+/// to `out`, the protocol stream, before anything else is.
+pub(crate) fn answer_early_handshake<R: Read>(core: &Core, lines: &mut LineReader<R>, out: &mut impl Write) -> bool {
+    let Ok(Some(line)) = lines.peek_line() else { return false };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Parsed::Single(Message::Request(request)) = rpc::parse_frame_decoding(line, 1) else { return false };
+    let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
+    let mut answer = Vec::with_capacity(core.handshake.len() + 64);
+    rpc::write_result(&mut answer, id, &core.handshake);
+    answer.push(b'\n');
+    if out.write_all(&answer).and_then(|()| out.flush()).is_err() {
+        // Served by the session instead, which reports the failure.
+        return false;
+    }
+    lines.consume_line();
+    true
 }
 
 /// What one turn of the reading did.
