@@ -50,7 +50,7 @@ impl Sizes {
         churn: 5_000,
         callbacks: 20_000,
         logs: 20_000,
-        spawns: 20,
+        spawns: 100,
         soak: (0, 0),
     };
     /// A smoke run of a few seconds (CI): every path runs, figures are rough.
