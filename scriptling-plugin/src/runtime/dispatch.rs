@@ -67,7 +67,7 @@ impl Done {
     }
 
     /// Counts the request as in flight until the outcome is handed over.
-    fn in_flight(mut self, guard: InFlightGuard) -> Self {
+    fn counted(mut self, guard: InFlightGuard) -> Self {
         self.in_flight = Some(guard);
         self
     }
@@ -178,7 +178,9 @@ impl Dispatcher {
     }
 
     /// Lends `job` to the pool while this thread runs something else (see
-    /// `SyncPool::defer`); [`reclaim`](Self::reclaim) takes it back.
+    /// `SyncPool::defer`); [`reclaim`](Self::reclaim) takes it back. The
+    /// pool holds one lent job at a time, and only the stdio reading is
+    /// lent: what `reclaim` returns is the job lent last.
     pub(crate) fn defer(&self, job: Box<dyn Job>) {
         self.pool.defer(job);
     }
@@ -225,7 +227,7 @@ impl Dispatcher {
         guard: InFlightGuard,
         here: bool,
     ) {
-        let done = done.in_flight(guard);
+        let done = done.counted(guard);
         if self.closing.load(Ordering::Acquire) {
             return done.send(Err(RpcError::application("the plugin is shutting down")));
         }

@@ -105,9 +105,9 @@ impl Plugin {
         return_large_buffers_to_the_system();
         panic::install_hook(core.options.panic_backtraces);
         let runtime = Arc::new(OnceLock::new());
-        // Whatever else is waiting is served from here too, up to the first
-        // request that needs a thread.
-        let first_here = !answered && stdio::input_waiting();
+        // A line already here (the handshake, if it was not answered, or
+        // what came with it) is served from this thread too.
+        let first_here = lines.has_line() || (!answered && stdio::input_waiting());
         let session = Session::start(Arc::new(core), lines, out, Arc::clone(&runtime), first_here, true)?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());

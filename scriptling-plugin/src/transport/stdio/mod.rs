@@ -1,7 +1,7 @@
 //! The stdio transport: one host, over stdin and stdout.
 //!
 //! ```text
-//! stdin ─► reading pool thread ─► classify ─┬─ answer to our request ─► its waiter
+//! stdin ─► reading pool thread ─► decode ───┬─ answer to our request ─► its waiter
 //!            │ hands the reading on         ├─ plugin.shutdown ─► the session
 //!            ▼ to the next pool thread,     └─ request ─► run right here (sync)
 //!              then runs the request                      or as a task (async)
@@ -60,8 +60,9 @@ use crate::transport::signals::{Signal, Signals};
 use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::stdio::writer::{Frame, FrameWriter, Hold};
 
-/// Lines at least this long are handed to their request without a copy,
-/// and a buffer that held one is not kept.
+/// Lines at least this long are moved out of the reader whole (no copy, and
+/// the buffer that held one is not kept) and decoded after the reading is
+/// lent.
 const MOVE_LINES_FROM: usize = 64 * 1024;
 
 /// Why the session ends.
@@ -91,9 +92,7 @@ impl Session {
     ///
     /// With `first_here`, the first line is read and served on the calling
     /// thread before the reading moves to the pool (pass it only when a line
-    /// is already waiting): the host's handshake is then answered before any
-    /// thread starts, which saves about a quarter of a millisecond of the
-    /// plugin's start.
+    /// is already waiting): cheap answers to it need no thread.
     ///
     /// With `on_stdin`, `input` is the process's stdin, which the reading
     /// polls for up to `Plugin::input_spin` before it sleeps on it (see
@@ -259,21 +258,24 @@ fn spin_for_input(spin: Duration) {
 /// Answers the host's handshake at once if it is the first line and has
 /// arrived whole already, before the session exists: the host's wait for a
 /// starting plugin then ends before the plugin sets up the rest (signals,
-/// the stdout guard, the session, its threads). Returns whether it did;
-/// anything else is left in `lines` for the session. The answer is written
-/// to `out`, the protocol stream, before anything else is.
+/// the session, its threads). Returns whether it did; anything else is
+/// left in `lines` for the session. The answer is written to `out`, the
+/// protocol stream, before anything else is.
 pub(crate) fn answer_early_handshake<R: Read>(core: &Core, lines: &mut LineReader<R>, out: &mut impl Write) -> bool {
     let Ok(Some(line)) = lines.peek_line() else { return false };
     let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // A line over the limit is for the session to refuse.
+    if line.len() > core.options.max_frame_bytes {
+        return false;
+    }
     let Parsed::Single(Message::Request(request)) = rpc::parse_frame_decoding(line, 1) else { return false };
     let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
     let mut answer = Vec::with_capacity(core.handshake.len() + 64);
     rpc::write_result(&mut answer, id, &core.handshake);
     answer.push(b'\n');
-    if out.write_all(&answer).and_then(|()| out.flush()).is_err() {
-        // Served by the session instead, which reports the failure.
-        return false;
-    }
+    // Answered, even if the write fails part-way: the session must not
+    // answer it again (a failed stream is the session's to notice).
+    let _ = out.write_all(&answer).and_then(|()| out.flush());
     lines.consume_line();
     true
 }
@@ -296,96 +298,113 @@ impl<R: Read + Send + 'static> ReadJob<R> {
     /// `hold`, answers are held back while more lines are read already.
     fn turn(&self, lend: bool, spare: &mut Option<Box<dyn Job>>, hold: Option<&Hold<'_>>) -> Turn {
         let reader = &self.reader;
-        let (incoming, id) = {
-            let mut reading = lock(&self.reading);
-            let Reading { lines, buf } = &mut *reading;
-            let buffered = lines.has_line();
-            if !buffered {
-                // The input ran dry: answer what was held before waiting.
-                reader.writer.flush();
+        let mut reading = lock(&self.reading);
+        let Reading { lines, buf } = &mut *reading;
+        if let Err(turn) = self.next_line(lines, buf, lend, hold) {
+            return turn;
+        }
+        // A large line is moved out and parsed the general way, its params
+        // decoded after the reading is lent: the requests behind it are
+        // read meanwhile.
+        if buf.len() >= MOVE_LINES_FROM {
+            let frame = take_line(buf);
+            drop(reading);
+            return self.serve_frame(frame, lend, spare);
+        }
+        // A small one is decoded in one pass straight from the buffer: it
+        // is neither copied nor read twice.
+        let max_batch = reader.dispatcher.core().options.max_batch_len;
+        let request = match rpc::parse_frame_decoding(buf, max_batch) {
+            // Answers to our own requests, and lines that are not
+            // requests, are dealt with here; the reading goes on.
+            Parsed::Single(Message::Response(response)) => return reader.route(&response),
+            Parsed::Single(Message::Invalid(id, error)) => return reader.error(id, &error),
+            Parsed::Single(Message::Request(request)) => {
+                let id = request.id.map(ToOwned::to_owned);
+                Incoming::decoded(request).map(|incoming| (incoming, id))
             }
-            // A host that reads our answers slowly gets its requests read slowly.
-            reader.writer.wait_for_room();
-            if !buffered && lend {
-                spin_for_input(reader.spin);
-            }
-            // Blocked on the host's input, this thread takes no place in
-            // the pool (and a pool at its limit counts it as waiting on the host).
-            let next = if buffered { lines.next(buf) } else { context::waiting_on_host(|| lines.next(buf)) };
-            match next {
-                Ok(Line::Frame) => {
-                    if let Some(hold) = hold {
-                        hold.input_waiting(lines.has_line());
-                    }
-                }
-                Ok(Line::TooLong(len)) => {
-                    let max = reader.dispatcher.core().options.max_frame_bytes;
-                    let message =
-                        format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
-                    reader.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
-                    return Turn::Served;
-                }
-                Ok(Line::Eof) => return Turn::Ended,
-                Err(e) => {
-                    eprintln!("scriptling-plugin: reading from the host failed: {e}");
-                    return Turn::Ended;
-                }
-            }
-            // Decoded in one pass, straight from the buffer: the line is
-            // neither copied nor read twice.
-            let max_batch = reader.dispatcher.core().options.max_batch_len;
-            let decoded = match rpc::parse_frame_decoding(buf, max_batch) {
-                // Answers to our own requests, and lines that are not
-                // requests, are dealt with here; the reading goes on.
-                Parsed::Single(Message::Response(response)) => {
-                    reader.route(&response);
-                    return Turn::Served;
-                }
-                Parsed::Single(Message::Invalid(id, error)) => {
-                    reader.error(id, &error);
-                    return Turn::Served;
-                }
-                Parsed::Single(Message::Request(request)) => {
-                    let id = request.id.map(ToOwned::to_owned);
-                    Incoming::decoded(request).map(|incoming| (incoming, id))
-                }
-                Parsed::Batch(_) => None,
-            };
-            match decoded {
-                Some(request) => {
-                    if buf.capacity() > MOVE_LINES_FROM {
-                        // Not kept while the call runs: it may be 16 MiB.
-                        *buf = Vec::new();
-                    }
-                    request
-                }
-                // A batch, or params that are not call params (to be
-                // refused by the method): served from their own frame.
-                None => {
-                    let frame = take_line(buf);
-                    drop(reading);
-                    return self.serve_frame(&frame, lend, spare);
-                }
-            }
+            Parsed::Batch(_) => None,
         };
+        let Some((incoming, id)) = request else {
+            // A batch, or params that are not call params (for the method
+            // to refuse): served from a frame of their own.
+            let frame = take_line(buf);
+            drop(reading);
+            return self.serve_frame(frame, lend, spare);
+        };
+        drop(reading);
         self.serve(incoming, id, lend, spare)
+    }
+
+    /// Reads the next line into `buf`, first writing what was held back
+    /// and waiting for room if the input has run dry (see the module
+    /// docs); `Err` says how the turn ends instead (a line over the limit
+    /// answered, the input's end).
+    fn next_line(
+        &self,
+        lines: &mut LineReader<R>,
+        buf: &mut Vec<u8>,
+        lend: bool,
+        hold: Option<&Hold<'_>>,
+    ) -> Result<(), Turn> {
+        let reader = &self.reader;
+        let buffered = lines.has_line();
+        if !buffered {
+            // The input ran dry: answer what was held before waiting.
+            reader.writer.flush();
+        }
+        // A host that reads our answers slowly gets its requests read slowly.
+        reader.writer.wait_for_room();
+        if !buffered && lend {
+            spin_for_input(reader.spin);
+        }
+        // Blocked on the host's input, this thread takes no place in the
+        // pool (and a pool at its limit counts it as waiting on the host).
+        let next = if buffered { lines.next(buf) } else { context::waiting_on_host(|| lines.next(buf)) };
+        match next {
+            Ok(Line::Frame) => {
+                if let Some(hold) = hold {
+                    hold.set_input_waiting(lines.has_line());
+                }
+                Ok(())
+            }
+            Ok(Line::TooLong(len)) => {
+                // What the skipped line grew the buffer to is not kept.
+                *buf = Vec::new();
+                let max = reader.dispatcher.core().options.max_frame_bytes;
+                let message =
+                    format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
+                Err(reader.error(None, &RpcError::new(ErrorCode::InvalidRequest, message)))
+            }
+            Ok(Line::Eof) => Err(Turn::Ended),
+            Err(e) => {
+                eprintln!("scriptling-plugin: reading from the host failed: {e}");
+                Err(Turn::Ended)
+            }
+        }
     }
 
     /// Serves a frame parsed the general way: its requests' params are
     /// decoded where they run.
-    fn serve_frame(&self, frame: &Bytes, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
+    fn serve_frame(&self, frame: Bytes, lend: bool, spare: &mut Option<Box<dyn Job>>) -> Turn {
         let reader = &self.reader;
         let max_batch = reader.dispatcher.core().options.max_batch_len;
-        match rpc::parse_frame(frame.as_ref(), max_batch) {
-            Parsed::Single(Message::Response(response)) => reader.route(&response),
-            Parsed::Single(Message::Invalid(id, error)) => reader.error(id, &error),
-            Parsed::Batch(messages) => reader.batch(frame, messages),
+        let (incoming, id) = match rpc::parse_frame(frame.as_ref(), max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                return self.serve(Incoming::new(frame, request), id, lend, spare);
+                (Incoming::new(&frame, request), id)
             }
-        }
-        Turn::Served
+            Parsed::Single(Message::Response(response)) => return reader.route(&response),
+            Parsed::Single(Message::Invalid(id, error)) => return reader.error(id, &error),
+            Parsed::Batch(messages) => {
+                reader.batch(&frame, messages);
+                return Turn::Served;
+            }
+        };
+        // The request holds the frame now, and lets go of it once its
+        // params are decoded: a large payload is not kept while its call runs.
+        drop(frame);
+        self.serve(incoming, id, lend, spare)
     }
 
     /// Runs one request: here with `lend` (see [`turn`](Self::turn)),
@@ -475,7 +494,9 @@ impl Reader {
                         self.dispatcher.dispatch(incoming, None, done);
                     }
                 }
-                Message::Response(response) => self.route(&response),
+                Message::Response(response) => {
+                    self.route(&response);
+                }
                 Message::Invalid(id, error) => batch.element(Some(id_or_null(id))).send(Err(error)),
             }
         }
@@ -491,19 +512,23 @@ impl Reader {
         let _ = self.control.send(Control::Shutdown(answers));
     }
 
-    fn route(&self, response: &rpc::Response<'_>) {
+    /// Hands an answer to one of our own requests to its waiter.
+    fn route(&self, response: &rpc::Response<'_>) -> Turn {
         if !self.outgoing.complete(response.id, response.outcome.clone()) {
             eprintln!(
                 "scriptling-plugin: ignoring a response with id {} that no request is waiting for",
                 response.id.map_or("null", RawValue::get)
             );
         }
+        Turn::Served
     }
 
-    fn error(&self, id: Option<&RawValue>, error: &RpcError) {
+    /// Answers a line that is not a valid message.
+    fn error(&self, id: Option<&RawValue>, error: &RpcError) -> Turn {
         let mut line = Vec::new();
         rpc::write_error(&mut line, id, error);
         self.writer.send(Frame::Line(line));
+        Turn::Served
     }
 
     /// Writes the answer to request `id`; a notification's is dropped.

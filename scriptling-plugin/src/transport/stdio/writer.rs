@@ -7,7 +7,7 @@
 //!
 //! - frames never interleave, and reach the host in the order they were
 //!   sent (a call's log records before its response);
-//! - with nothing else queued, a response costs its sender one `writev` and
+//! - with nothing else queued, a response costs its sender one `write` and
 //!   no thread wake-up; under load, frames queued together go out together;
 //! - when the host reads slowly, only the thread currently writing waits on
 //!   stdout: every other thread queues its frame and moves on, so no thread
@@ -43,9 +43,11 @@ thread_local! {
 /// the stack.
 const MAX_SLICES: usize = 256;
 
-/// One frame, without its newline.
+/// One frame, as sent without its newline; the writer adds it.
 pub(crate) enum Frame {
-    /// A whole frame.
+    /// A whole frame. Once queued it ends with its newline, appended in
+    /// place so a lone frame is one contiguous write (`len` and `parts`
+    /// count on it).
     Line(Vec<u8>),
     /// A success response written from where its result was serialised:
     /// head, result, tail.
@@ -144,7 +146,7 @@ impl FrameWriter {
     }
 
     /// Lets this thread hold back the answers it sends while more requests
-    /// are waiting (see [`Hold::input_waiting`]), bounded by [`HOLD_BYTES`]
+    /// are waiting (see [`Hold::set_input_waiting`]), bounded by [`HOLD_BYTES`]
     /// and [`HOLD_FRAMES`]; what is held is written when the guard is
     /// dropped (or [`flush`](Self::flush) is called). For a thread
     /// answering requests that arrived together: the held frames leave in
@@ -232,7 +234,7 @@ impl Hold<'_> {
     /// the answers to those requests), and written at once if not (a lone
     /// request's answer leaves the moment it is ready, and the clean-up
     /// after it is off the host's wait).
-    pub(crate) fn input_waiting(&self, waiting: bool) {
+    pub(crate) fn set_input_waiting(&self, waiting: bool) {
         HOLDING.with(|h| h.set(waiting));
     }
 }
@@ -372,7 +374,7 @@ mod tests {
         assert_eq!(lock(&writes.0).as_slice(), [b"alone\n".to_vec()]);
         lock(&writes.0).clear();
         // More requests read already: answers wait for theirs.
-        hold.input_waiting(true);
+        hold.set_input_waiting(true);
         for i in 0..3 {
             writer.send_answer(Frame::Line(format!("answer {i}").into_bytes()));
         }
