@@ -154,14 +154,11 @@ thread_local! {
 /// Runs `wait`, a wait for the host that is not a call's (reading its
 /// next line), telling this thread's pool so it can lend the thread's place.
 pub(crate) fn waiting_on_host<R>(wait: impl FnOnce() -> R) -> R {
-    let hook = BLOCKING.with(|b| b.borrow().clone());
-    if let Some(hook) = &hook {
-        hook.enter();
-    }
+    // Once per line read: the hook is borrowed where it is, not cloned.
+    let tell = |step: fn(&dyn BlockingHook)| BLOCKING.with(|b| b.borrow().as_deref().map(step));
+    tell(|hook| hook.enter());
     let result = wait();
-    if let Some(hook) = &hook {
-        hook.exit();
-    }
+    tell(|hook| hook.exit());
     result
 }
 

@@ -158,28 +158,10 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 /// `max_batch` elements; a longer one is refused whole, without being
 /// classified.
 pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
-    // Checked whole, so bytes in a skipped field are held to it too.
-    if let Err(e) = std::str::from_utf8(line) {
-        let message = format!("parse error: invalid UTF-8 at byte {}", e.valid_up_to());
-        return Frame::Single(Message::Invalid(None, RpcError::new(ErrorCode::ParseError, message)));
+    match checked_text(line) {
+        Ok(text) => parse_text(text, max_batch),
+        Err(error) => Frame::Single(Message::Invalid(None, error)),
     }
-    if first_byte(line) == Some(b'[') {
-        let mut de = serde_json::Deserializer::from_slice(line);
-        let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
-        return match parsed {
-            Ok(items) if items.is_empty() => Frame::Single(Message::Invalid(
-                None,
-                RpcError::new(ErrorCode::InvalidRequest, "invalid request: empty batch"),
-            )),
-            Ok(items) => Frame::Batch(items.into_iter().map(|raw| classify(raw.get().as_bytes())).collect()),
-            Err(e) if e.is_data() && e.to_string().starts_with(BATCH_TOO_LONG) => Frame::Single(Message::Invalid(
-                None,
-                RpcError::new(ErrorCode::InvalidRequest, batch_too_long(max_batch)),
-            )),
-            Err(e) => Frame::Single(Message::Invalid(None, parse_error(&e))),
-        };
-    }
-    Frame::Single(classify(line))
 }
 
 /// Like [`parse_frame`], for a transport that runs a request on the thread
@@ -189,11 +171,11 @@ pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
 /// decode so (a batch, params another method's or malformed, any error) is
 /// parsed as [`parse_frame`] does, which says what is wrong.
 pub(crate) fn parse_frame_decoding(line: &[u8], max_batch: usize) -> Frame<'_> {
-    // The whole line is checked to be UTF-8 first: skipped fields are
-    // otherwise never checked, and its strings need no check after.
-    if first_byte(line) == Some(b'{')
-        && let Ok(text) = std::str::from_utf8(line)
-    {
+    let text = match checked_text(line) {
+        Ok(text) => text,
+        Err(error) => return Frame::Single(Message::Invalid(None, error)),
+    };
+    if first_byte(text.as_bytes()) == Some(b'{') {
         if let Some(request) = scan::request(text) {
             return Frame::Single(Message::Request(request));
         }
@@ -201,7 +183,36 @@ pub(crate) fn parse_frame_decoding(line: &[u8], max_batch: usize) -> Frame<'_> {
             return Frame::Single(message);
         }
     }
-    parse_frame(line, max_batch)
+    parse_text(text, max_batch)
+}
+
+/// The line as text, checked whole once: bytes in a field that is skipped
+/// are held to UTF-8 too, and no string needs checking again.
+fn checked_text(line: &[u8]) -> Result<&str, RpcError> {
+    std::str::from_utf8(line).map_err(|e| {
+        RpcError::new(ErrorCode::ParseError, format!("parse error: invalid UTF-8 at byte {}", e.valid_up_to()))
+    })
+}
+
+/// [`parse_frame`] for text already checked.
+fn parse_text(text: &str, max_batch: usize) -> Frame<'_> {
+    if first_byte(text.as_bytes()) == Some(b'[') {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
+        return match parsed {
+            Ok(items) if items.is_empty() => Frame::Single(Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, "invalid request: empty batch"),
+            )),
+            Ok(items) => Frame::Batch(items.into_iter().map(|raw| classify(raw.get())).collect()),
+            Err(e) if e.is_data() && e.to_string().starts_with(BATCH_TOO_LONG) => Frame::Single(Message::Invalid(
+                None,
+                RpcError::new(ErrorCode::InvalidRequest, batch_too_long(max_batch)),
+            )),
+            Err(e) => Frame::Single(Message::Invalid(None, parse_error(&e))),
+        };
+    }
+    Frame::Single(classify(text))
 }
 
 /// One pass of serde over `text`, call params and all (what
@@ -254,11 +265,11 @@ impl<'de> Visitor<'de> for BatchVisitor {
     }
 }
 
-fn classify(bytes: &[u8]) -> Message<'_> {
+fn classify(text: &str) -> Message<'_> {
     // serde reads a struct from an array too (`[1,"ping"]` would be id 1,
     // method "ping"); only an object is a request.
-    if first_byte(bytes) != Some(b'{') {
-        return match serde_json::from_slice::<IgnoredAny>(bytes) {
+    if first_byte(text.as_bytes()) != Some(b'{') {
+        return match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => Message::Invalid(
                 None,
                 RpcError::new(ErrorCode::InvalidRequest, "invalid request: expected a JSON object or a batch array"),
@@ -266,9 +277,9 @@ fn classify(bytes: &[u8]) -> Message<'_> {
             Err(e) => Message::Invalid(None, parse_error(&e)),
         };
     }
-    match serde_json::from_slice::<Envelope<'_, &RawValue>>(bytes) {
+    match serde_json::from_str::<Envelope<'_, &RawValue>>(text) {
         Ok(envelope) => envelope.into_message(Params::Raw),
-        Err(e) => invalid_envelope(bytes, &e),
+        Err(e) => invalid_envelope(text, &e),
     }
 }
 
@@ -306,8 +317,8 @@ impl<'a, P> Envelope<'a, P> {
 
 /// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
 /// that is not a request object (-32600).
-fn invalid_envelope<'a>(bytes: &'a [u8], err: &serde_json::Error) -> Message<'a> {
-    if serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
+fn invalid_envelope<'a>(text: &'a str, err: &serde_json::Error) -> Message<'a> {
+    if serde_json::from_str::<IgnoredAny>(text).is_err() {
         return Message::Invalid(None, parse_error(err));
     }
     #[derive(Deserialize)]
@@ -315,7 +326,7 @@ fn invalid_envelope<'a>(bytes: &'a [u8], err: &serde_json::Error) -> Message<'a>
         #[serde(borrow, default, deserialize_with = "present")]
         id: Option<&'a RawValue>,
     }
-    let id = serde_json::from_slice::<IdOnly<'_>>(bytes).ok().and_then(|x| x.id);
+    let id = serde_json::from_str::<IdOnly<'_>>(text).ok().and_then(|x| x.id);
     Message::Invalid(id, RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {err}")))
 }
 

@@ -45,17 +45,18 @@ impl Drop for Nesting {
 /// lifted: [`MAX_DEPTH`] bounds the values, and everything else in a
 /// request (unknown fields, ids) is skipped without recursion.
 pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    de.disable_recursion_limit();
-    let value = T::deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
+    decode_from(serde_json::Deserializer::from_slice(bytes))
 }
 
 /// Like [`decode`], for text already known to be UTF-8 (its strings are
 /// then not checked again).
 pub(crate) fn decode_str<'a, T: Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> {
-    let mut de = serde_json::Deserializer::from_str(text);
+    decode_from(serde_json::Deserializer::from_str(text))
+}
+
+fn decode_from<'a, R: serde_json::de::Read<'a>, T: Deserialize<'a>>(
+    mut de: serde_json::Deserializer<R>,
+) -> serde_json::Result<T> {
     de.disable_recursion_limit();
     let value = T::deserialize(&mut de)?;
     de.end()?;

@@ -303,31 +303,29 @@ impl<R: Read + Send + 'static> ReadJob<R> {
         if let Err(turn) = self.next_line(lines, buf, lend, hold) {
             return turn;
         }
-        // A large line is moved out and parsed the general way, its params
-        // decoded after the reading is lent: the requests behind it are
-        // read meanwhile.
-        if buf.len() >= MOVE_LINES_FROM {
-            let frame = take_line(buf);
-            drop(reading);
-            return self.serve_frame(frame, lend, spare);
-        }
-        // A small one is decoded in one pass straight from the buffer: it
+        // A small line is decoded in one pass straight from the buffer: it
         // is neither copied nor read twice.
         let max_batch = reader.dispatcher.core().options.max_batch_len;
-        let request = match rpc::parse_frame_decoding(buf, max_batch) {
-            // Answers to our own requests, and lines that are not
-            // requests, are dealt with here; the reading goes on.
-            Parsed::Single(Message::Response(response)) => return reader.route(&response),
-            Parsed::Single(Message::Invalid(id, error)) => return reader.error(id, &error),
-            Parsed::Single(Message::Request(request)) => {
-                let id = request.id.map(ToOwned::to_owned);
-                Incoming::decoded(request).map(|incoming| (incoming, id))
+        let decoded = if buf.len() < MOVE_LINES_FROM {
+            match rpc::parse_frame_decoding(buf, max_batch) {
+                // Answers to our own requests, and lines that are not
+                // requests, are dealt with here; the reading goes on.
+                Parsed::Single(Message::Response(response)) => return reader.route(&response),
+                Parsed::Single(Message::Invalid(id, error)) => return reader.error(id, &error),
+                Parsed::Single(Message::Request(request)) => {
+                    let id = request.id.map(ToOwned::to_owned);
+                    Incoming::decoded(request).map(|incoming| (incoming, id))
+                }
+                Parsed::Batch(_) => None,
             }
-            Parsed::Batch(_) => None,
+        } else {
+            None
         };
-        let Some((incoming, id)) = request else {
-            // A batch, or params that are not call params (for the method
-            // to refuse): served from a frame of their own.
+        let Some((incoming, id)) = decoded else {
+            // A large line (its params then decoded after the reading is
+            // lent, so the requests behind it are read meanwhile), a batch,
+            // or params that are not call params (for the method to
+            // refuse): served from a frame of their own.
             let frame = take_line(buf);
             drop(reading);
             return self.serve_frame(frame, lend, spare);
