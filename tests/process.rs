@@ -9,8 +9,6 @@ use scriptling_plugin::Value;
 use scriptling_plugin::testing::Host;
 use serde_json::{Value as J, json};
 
-mod common;
-
 const WAIT: Duration = Duration::from_secs(10);
 
 fn fixture() -> Host {
@@ -169,18 +167,36 @@ fn protocol_block(marker: &str) -> Vec<String> {
 
 #[test]
 fn the_protocol_pages_session_gives_the_answers_it_shows() {
-    let input = protocol_block("<!-- session:input").join("\n") + "\n";
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let input = protocol_block("<!-- session:input");
     let expected = protocol_block("<!-- session:output");
-    let (out, code) = common::run_example("hello", input.into_bytes());
-    assert_eq!(code, Some(0));
-    let got: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_owned).collect();
-    assert_eq!(got.len(), expected.len(), "{got:#?}");
-    for (got, expected) in got.iter().zip(&expected) {
+    assert_eq!(input.len(), expected.len(), "one answer per request in PROTOCOL.md");
+    let mut child = Command::new(scriptling_plugin::testing::example_path("hello"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // As the page says and the host does: each line after the previous answer.
+    for (request, expected) in input.iter().zip(&expected) {
+        writeln!(stdin, "{request}").unwrap();
+        let mut got = String::new();
+        stdout.read_line(&mut got).unwrap();
+        let got = got.strip_suffix('\n').unwrap_or_else(|| panic!("no answer to {request}: {got:?}"));
         match expected.strip_suffix('…') {
             Some(prefix) => assert!(got.starts_with(prefix), "{got}\ndoes not start with\n{prefix}"),
             None => assert_eq!(got, expected),
         }
     }
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(rest, "", "nothing after the shutdown answer");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
 #[test]
