@@ -180,7 +180,8 @@ impl Plugin {
     /// behind it. When every one of these threads is waiting on the host,
     /// a new sync call cannot be served without risking a deadlock (the
     /// host may be waiting for it), so it fails at once with an error
-    /// saying so, rather than waiting. Async handlers do not count.
+    /// saying so, rather than waiting. Async handlers do not count. The
+    /// threads are named `plugin-sync`.
     pub fn max_sync_threads(mut self, threads: usize) -> Self {
         self.options.max_sync_threads = threads.max(1);
         self

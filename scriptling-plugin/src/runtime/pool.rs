@@ -366,7 +366,7 @@ fn spawn_worker_beyond_limit(shared: &Arc<Shared>, st: &mut State) {
         shared.beyond_limit.store(true, Ordering::Release);
     }
     let me = Arc::clone(shared);
-    let spawned = std::thread::Builder::new().name("scriptling-plugin-sync".into()).spawn(move || work(&me));
+    let spawned = std::thread::Builder::new().name("plugin-sync".into()).spawn(move || work(&me));
     if spawned.is_ok() {
         st.workers += 1;
         // It looks at the queue as soon as it starts.
@@ -526,7 +526,7 @@ fn spin_for_work(shared: &Shared) {
 fn start_watchdog(shared: &Arc<Shared>) {
     shared.watchdog.call_once(|| {
         let watchdog = Arc::clone(shared);
-        let _ = std::thread::Builder::new().name("scriptling-plugin-watchdog".into()).spawn(move || watch(&watchdog));
+        let _ = std::thread::Builder::new().name("plugin-watchdog".into()).spawn(move || watch(&watchdog));
     });
 }
 

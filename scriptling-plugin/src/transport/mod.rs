@@ -159,7 +159,7 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(pool::parallelism())
         .enable_all()
-        .thread_name("scriptling-plugin")
+        .thread_name("plugin-tokio")
         .build()
 }
 

@@ -58,7 +58,7 @@ impl Signals {
     /// Hands the first signal to `first` (on a thread of its own); a second
     /// one ends the process at once, with status 128 + its number.
     pub(crate) fn deliver(self, first: impl FnOnce(Signal) + Send + 'static) {
-        let spawned = std::thread::Builder::new().name("scriptling-plugin-signals".into()).spawn(move || {
+        let spawned = std::thread::Builder::new().name("plugin-signals".into()).spawn(move || {
             let Some(signal) = self.next() else { return };
             first(signal);
             let Some(again) = self.next() else { return };
