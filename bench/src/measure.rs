@@ -10,7 +10,7 @@
 //! where an independent single-threaded driver saw 0.40-0.54 ×).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,6 +90,13 @@ impl Figures {
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<f64> {
         self.0.iter().find(|f| f.key == key).and_then(|f| f.value)
+    }
+
+    /// Replaces the value of `key`, if there is such a figure.
+    pub fn set(&mut self, key: &str, value: Option<f64>) {
+        if let Some(figure) = self.0.iter_mut().find(|f| f.key == key) {
+            figure.value = value;
+        }
     }
 }
 
@@ -294,19 +301,38 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     driver.finish();
 
     // 6. Spawn → handshake answered.
-    let mut spawns = Vec::new();
-    for _ in 0..sizes.spawns {
-        let start = Instant::now();
-        let Some(mut d) = Driver::spawn(path) else { break };
-        if d.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#).is_none() {
-            break;
-        }
-        spawns.push(start.elapsed().as_secs_f64() * 1e3);
-        d.finish();
-    }
-    let spawn = if spawns.len() == sizes.spawns { median(spawns) } else { None };
+    let spawns: Option<Vec<f64>> = (0..sizes.spawns).map(|_| spawn_to_handshake(path)).collect();
+    let spawn = spawns.and_then(median);
     figures.push("spawn_handshake_ms", "ms", spawn);
     figures
+}
+
+/// Milliseconds from spawning the plugin to reading its handshake answer;
+/// the plugin is shut down and waited for afterwards, untimed.
+pub fn spawn_to_handshake(path: &Path) -> Option<f64> {
+    let start = Instant::now();
+    let mut driver = Driver::spawn(path)?;
+    driver.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#)?;
+    let elapsed = start.elapsed().as_secs_f64() * 1e3;
+    driver.finish();
+    Some(elapsed)
+}
+
+/// Median spawn-to-handshake milliseconds of each plugin, `spawns` each,
+/// taken in turns (one spawn of each plugin per turn), so that a change in
+/// the machine's load touches every plugin alike.
+pub fn spawn_interleaved(paths: &[PathBuf], spawns: usize) -> Vec<Option<f64>> {
+    let mut samples: Vec<Option<Vec<f64>>> = vec![Some(Vec::with_capacity(spawns)); paths.len()];
+    for _ in 0..spawns {
+        for (path, samples) in paths.iter().zip(&mut samples) {
+            let sample = samples.as_ref().and(spawn_to_handshake(path));
+            match (samples.as_mut(), sample) {
+                (Some(list), Some(ms)) => list.push(ms),
+                _ => *samples = None,
+            }
+        }
+    }
+    samples.into_iter().map(|list| list.and_then(median)).collect()
 }
 
 /// Pipelined `greet` calls alone (for profiling and quick comparisons):

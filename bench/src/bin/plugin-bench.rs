@@ -5,10 +5,15 @@
 //!     measure one plugin executable (any SDK)
 //! plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]
 //!     measure the floor plugin and the SDK plugin side by side, N runs
-//!     interleaved, and print medians, ratios and the targets
+//!     interleaved, and print medians, ratios and the targets (spawn times,
+//!     which follow the machine's load most, are taken in turns as `spawn`
+//!     does, 100 per run of each plugin)
 //! plugin-bench pipeline PLUGIN...
 //!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
 //!     rounds (a quick comparison, and a steady load to profile)
+//! plugin-bench spawn PLUGIN... [--runs N]
+//!     spawn to handshake answer of each plugin, one spawn of each per turn,
+//!     100 turns per run; medians and each plugin's ratio to the first
 //! plugin-bench http [PLUGIN] [--runs N] [--quick] [--json]
 //!     serve PLUGIN (default: the SDK plugin) over HTTP on loopback and
 //!     measure requests/s and p99 latency with 1 and 16 keep-alive clients,
@@ -22,7 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use scriptling_plugin_bench::measure::{
-    Figure, Figures, Sizes, http_load, measure, raise_file_limit, slow_connections,
+    Figure, Figures, Sizes, http_load, measure, raise_file_limit, slow_connections, spawn_interleaved,
 };
 
 struct Args {
@@ -138,7 +143,14 @@ fn compare(args: &Args) -> ExitCode {
         eprintln!("run {}/{}: sdk", run + 1, args.runs);
         sdks.push(measure(&sdk_path, args.sizes));
     }
-    let (floor, sdk) = (medians(&floors), medians(&sdks));
+    let (mut floor, mut sdk) = (medians(&floors), medians(&sdks));
+    // A run's spawns all happen within a fraction of a second, so load on
+    // the machine at that moment moved the ratio by 0.1-0.2 between runs;
+    // taken in turns, both plugins see the same load.
+    eprintln!("spawns, in turns");
+    let spawns = spawn_interleaved(&[floor_path, sdk_path], args.sizes.spawns * args.runs.max(1));
+    floor.set("spawn_handshake_ms", spawns[0]);
+    sdk.set("spawn_handshake_ms", spawns[1]);
     let checks = targets(&floor, &sdk);
     if args.json {
         let figures = |f: &Figures| -> serde_json::Value {
@@ -273,6 +285,16 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         "compare" => compare(&args),
+        "spawn" => {
+            let medians = spawn_interleaved(&args.plugins, 100 * args.runs.max(1));
+            let first = medians.first().copied().flatten();
+            for (plugin, median) in args.plugins.iter().zip(medians) {
+                let ratio = median.zip(first).map_or_else(|| "-".to_owned(), |(m, f)| format!("{:.2}", m / f));
+                let median = median.map_or_else(|| "failed".to_owned(), |m| format!("{m:.3} ms"));
+                println!("{:<40} {median:>10}  {ratio:>5} x first", plugin.display());
+            }
+            ExitCode::SUCCESS
+        }
         "http" => http(&args),
         "pipeline" => {
             let total = if args.sizes.sequential < Sizes::FULL.sequential { 20_000 } else { 300_000 };
