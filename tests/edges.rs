@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -374,12 +374,7 @@ fn thread_names_of(pid: u32) -> Vec<String> {
 #[test]
 #[cfg(target_os = "linux")]
 fn a_host_that_reads_slowly_grows_no_threads() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_piped(&mut Command::new(env!("CARGO_BIN_EXE_fixture-plugin")));
     let pid = child.id();
     let payload = "x".repeat(64 * 1024);
     let requests = 1_200;
@@ -504,12 +499,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[test]
 #[cfg(target_os = "linux")]
 fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
-    let mut child = Command::new(example_path("hello"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_piped(&mut Command::new(example_path("hello")));
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();

@@ -14,12 +14,14 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::example_path;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value as J, json};
+
+mod common;
 
 /// xorshift64*: reproducible from its seed.
 struct Rng(u64);
@@ -262,12 +264,7 @@ fn run(seed: u64, lines: usize) {
     input.extend(br#"{"jsonrpc":"2.0","id":"final-ping","method":"ping"}"#);
     input.push(b'\n');
 
-    let mut child = Command::new(example_path("hello"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_piped(&mut Command::new(example_path("hello")));
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         stdin.write_all(&input).expect("the plugin kept reading");

@@ -9,6 +9,8 @@ use scriptling_plugin::Value;
 use scriptling_plugin::testing::Host;
 use serde_json::{Value as J, json};
 
+mod common;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn fixture() -> Host {
@@ -168,17 +170,11 @@ fn protocol_block(marker: &str) -> Vec<String> {
 #[test]
 fn the_protocol_pages_session_gives_the_answers_it_shows() {
     use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
 
     let input = protocol_block("<!-- session:input");
     let expected = protocol_block("<!-- session:output");
     assert_eq!(input.len(), expected.len(), "one answer per request in PROTOCOL.md");
-    let mut child = Command::new(scriptling_plugin::testing::example_path("hello"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_piped(&mut Command::new(scriptling_plugin::testing::example_path("hello")));
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     // As the page says and the host does: each line after the previous answer.
@@ -410,14 +406,9 @@ fn sleeps(pid: u32) -> u64 {
 #[cfg(target_os = "linux")]
 fn sleeps_per_call(spin_us: u32, calls: u32, gap: Duration) -> f64 {
     use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
-        .env("FIXTURE_INPUT_SPIN_US", spin_us.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_piped(
+        Command::new(env!("CARGO_BIN_EXE_fixture-plugin")).env("FIXTURE_INPUT_SPIN_US", spin_us.to_string()),
+    );
     let mut input = child.stdin.take().unwrap();
     let mut output = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
