@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::Value;
-use scriptling_plugin::testing::Host;
+use scriptling_plugin::testing::{Host, example_path};
 use serde_json::{Value as J, json};
 
 mod common;
@@ -120,11 +120,7 @@ fn input_waiting_at_start_is_served_whole_from_the_first_line_on() {
 /// Runs the hello example with `args` and no input; returns its exit code,
 /// stdout and stderr.
 fn hello_with(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(scriptling_plugin::testing::example_path("hello"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let output = Command::new(example_path("hello")).args(args).stdin(std::process::Stdio::null()).output().unwrap();
     let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (output.status.code(), text(output.stdout), text(output.stderr))
 }
@@ -174,24 +170,35 @@ fn the_protocol_pages_session_gives_the_answers_it_shows() {
     let input = protocol_block("<!-- session:input");
     let expected = protocol_block("<!-- session:output");
     assert_eq!(input.len(), expected.len(), "one answer per request in PROTOCOL.md");
-    let mut child = common::spawn_piped(&mut Command::new(scriptling_plugin::testing::example_path("hello")));
+    let mut child = common::spawn_piped(&mut Command::new(example_path("hello")));
     let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Read on a thread of its own, so a lost answer fails the test instead
+    // of hanging it.
+    let stdout = child.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines_tx.send(line.expect("stdout is UTF-8")).is_err() {
+                return;
+            }
+        }
+    });
     // As the page says and the host does: each line after the previous answer.
     for (request, expected) in input.iter().zip(&expected) {
         writeln!(stdin, "{request}").unwrap();
-        let mut got = String::new();
-        stdout.read_line(&mut got).unwrap();
-        let got = got.strip_suffix('\n').unwrap_or_else(|| panic!("no answer to {request}: {got:?}"));
+        let got = lines.recv_timeout(WAIT).unwrap_or_else(|e| panic!("no answer to {request}: {e}"));
         match expected.strip_suffix('…') {
             Some(prefix) => assert!(got.starts_with(prefix), "{got}\ndoes not start with\n{prefix}"),
-            None => assert_eq!(got, expected),
+            None => assert_eq!(&got, expected),
         }
     }
     drop(stdin);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert_eq!(rest, "", "nothing after the shutdown answer");
+    match lines.recv_timeout(WAIT) {
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+        Ok(line) => panic!("nothing comes after the shutdown answer, but: {line}"),
+        Err(e) => panic!("stdout was not closed after the shutdown answer: {e}"),
+    }
+    reader.join().unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 

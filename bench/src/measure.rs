@@ -92,11 +92,14 @@ impl Figures {
         self.0.iter().find(|f| f.key == key).and_then(|f| f.value)
     }
 
-    /// Replaces the value of `key`, if there is such a figure.
+    /// Replaces the value of `key`.
+    ///
+    /// # Panics
+    ///
+    /// If there is no figure `key`.
     pub fn set(&mut self, key: &str, value: Option<f64>) {
-        if let Some(figure) = self.0.iter_mut().find(|f| f.key == key) {
-            figure.value = value;
-        }
+        let figure = self.0.iter_mut().find(|f| f.key == key).unwrap_or_else(|| panic!("no figure {key}"));
+        figure.value = value;
     }
 }
 
@@ -308,27 +311,38 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
 }
 
 /// Milliseconds from spawning the plugin to reading its handshake answer;
-/// the plugin is shut down and waited for afterwards, untimed.
+/// the plugin is shut down and waited for afterwards, untimed (killed, if
+/// it did not answer).
 pub fn spawn_to_handshake(path: &Path) -> Option<f64> {
     let start = Instant::now();
     let mut driver = Driver::spawn(path)?;
-    driver.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#)?;
+    if driver.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#).is_none() {
+        let _ = driver.child.kill();
+        let _ = driver.child.wait();
+        return None;
+    }
     let elapsed = start.elapsed().as_secs_f64() * 1e3;
     driver.finish();
     Some(elapsed)
 }
 
 /// Median spawn-to-handshake milliseconds of each plugin, `spawns` each,
-/// taken in turns (one spawn of each plugin per turn), so that a change in
-/// the machine's load touches every plugin alike.
+/// taken in turns: one spawn of each plugin per turn, in the opposite order
+/// on every other turn, so that a change in the machine's load, or a
+/// plugin's place in the turn, touches every plugin alike. A plugin that
+/// fails once gets `None` and is not spawned again.
 pub fn spawn_interleaved(paths: &[PathBuf], spawns: usize) -> Vec<Option<f64>> {
     let mut samples: Vec<Option<Vec<f64>>> = vec![Some(Vec::with_capacity(spawns)); paths.len()];
-    for _ in 0..spawns {
-        for (path, samples) in paths.iter().zip(&mut samples) {
-            let sample = samples.as_ref().and(spawn_to_handshake(path));
-            match (samples.as_mut(), sample) {
-                (Some(list), Some(ms)) => list.push(ms),
-                _ => *samples = None,
+    for turn in 0..spawns {
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        if turn % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let Some(list) = &mut samples[i] else { continue };
+            match spawn_to_handshake(&paths[i]) {
+                Some(ms) => list.push(ms),
+                None => samples[i] = None,
             }
         }
     }

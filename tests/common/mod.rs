@@ -1,6 +1,4 @@
 //! Helpers shared by the integration tests that run built plugins.
-// Each test crate compiles this module and uses only part of it.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -9,6 +7,7 @@ use scriptling_plugin::testing::example_path;
 
 /// Runs the example `name` on `input` (written from another thread, then
 /// stdin closed) and returns its whole stdout and exit code.
+#[allow(dead_code)] // not every test crate that has this module uses it
 pub(crate) fn run_example(name: &str, input: Vec<u8>) -> (Vec<u8>, Option<i32>) {
     let mut child = spawn_piped(&mut Command::new(example_path(name)));
     let mut stdin = child.stdin.take().unwrap();
