@@ -53,6 +53,23 @@ enum Shape {
     },
 }
 
+/// Raw identifiers lose their `r#` in keys, variants as fields.
+#[derive(Debug, PartialEq, FromValue, IntoValue)]
+#[allow(non_camel_case_types)]
+enum Token {
+    r#type,
+    r#match { r#in: i64 },
+}
+
+/// A bound that implies the traits through a supertrait is enough.
+trait Item: FromValue + IntoValue {}
+impl Item for i64 {}
+
+#[derive(Debug, PartialEq, FromValue, IntoValue)]
+struct Wrapped<T: Item> {
+    item: T,
+}
+
 #[derive(Debug, PartialEq, FromValue, IntoValue)]
 struct Page<T: FromValue + IntoValue> {
     items: Vec<T>,
@@ -92,6 +109,11 @@ fn first_page(page: Page<i64>) -> Page<i64> {
     page
 }
 
+#[plugin_fn]
+fn echo_token(token: Token, wrapped: Wrapped<i64>) -> (Token, Wrapped<i64>) {
+    (token, wrapped)
+}
+
 /// Destructures its argument; the keyword comes from `#[arg(name)]`.
 #[plugin_fn]
 fn limit_of(
@@ -121,6 +143,7 @@ fn host() -> Host {
         .function::<echo_color>()
         .function::<echo_forms>()
         .function::<first_page>()
+        .function::<echo_token>()
         .function::<limit_of>()
         .function::<defaults>();
     Host::in_process(plugin).unwrap()
@@ -231,6 +254,16 @@ fn enums_are_strings_or_one_key_dicts() {
         error(&host, "echo_shape", vec![dict(&[("Point", Value::Null)])]),
         "echo_shape(): argument 'shape' gives data to variant 'Point', which has none: write 'Point'"
     );
+}
+
+#[test]
+fn raw_identifiers_and_supertrait_bounds() {
+    let host = host();
+    let wrapped = dict(&[("item", Value::Int(3))]);
+    for token in [Value::from("type"), dict(&[("match", dict(&[("in", Value::Int(2))]))])] {
+        let echoed = host.call("echo_token", [token.clone(), wrapped.clone()]).unwrap();
+        assert_eq!(echoed, Value::List(vec![token, wrapped.clone()]));
+    }
 }
 
 fn shown_defaults(function: scriptling_plugin::Function) -> Vec<(String, Option<String>)> {

@@ -12,7 +12,7 @@ use crate::attrs;
 use crate::docs;
 use crate::errors::{self, Errors};
 use crate::params::{self, Param};
-use crate::shim::{self, Receiver, Shim};
+use crate::shim::{self, Receiver, Shim, Target};
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(item.clone()) {
@@ -117,7 +117,8 @@ enum Role {
 struct Member {
     item: ImplItemFn,
     role: Role,
-    receiver: Receiver,
+    /// `None`: no `self`.
+    receiver: Option<Receiver>,
     params: Vec<Param>,
     doc: String,
 }
@@ -135,12 +136,14 @@ impl Member {
     fn shim<'a>(&'a self, self_ty: &'a Type, name: TokenStream) -> Shim<'a> {
         let sig = &self.item.sig;
         let ident = &sig.ident;
-        Shim {
-            self_ty: Some(self_ty),
-            receiver: self.receiver,
-            constructor: matches!(self.role, Role::Constructor),
-            ..Shim::new(sig, name, quote!(<#self_ty>::#ident), &self.params, &self.doc)
-        }
+        let target = match (&self.role, self.receiver) {
+            (Role::Constructor, None) => Target::Constructor(self_ty),
+            // Any member with `self` (a constructor with one is reported,
+            // and still called as a method so it type-checks).
+            (_, Some(receiver)) => Target::Method(self_ty, receiver),
+            (_, None) => Target::Function,
+        };
+        Shim { target, ..Shim::new(sig, name, quote!(<#self_ty>::#ident), &self.params, &self.doc) }
     }
 }
 
@@ -156,10 +159,11 @@ fn expand_impl(attr: TokenStream, mut item: ItemImpl) -> TokenStream {
             members.push(analyze_member(f, &mut errors));
         }
     }
-    if !item.generics.params.is_empty() {
-        // The struct's attribute reports it; this block must only add no
-        // errors, with an implementation for every instantiation the
-        // struct's identity covers.
+    if item.trait_.is_some() || !item.generics.params.is_empty() {
+        // A trait impl is reported above, and generics by the struct's
+        // attribute: these members are not the class's to check. The
+        // stand-in adds no errors, with an implementation for every
+        // instantiation the struct's identity covers.
         return stand_in(&item, &members, errors.finish().err());
     }
     let setters = pair_setters(&members, &mut errors);
@@ -190,9 +194,9 @@ fn analyze_member(f: &mut ImplItemFn, errors: &mut Errors) -> Member {
             } else if let Some((_, Some(lt))) = &r.reference {
                 errors.at(lt, "lifetimes on `self` are not supported: write `&self` or `&mut self`");
             }
-            if r.mutability.is_some() { Receiver::Exclusive } else { Receiver::Shared }
+            Some(if r.mutability.is_some() { Receiver::Exclusive } else { Receiver::Shared })
         }
-        _ => Receiver::None,
+        _ => None,
     };
     let params = params::analyze(&mut sig.inputs, errors);
     let doc = docs::doc_text(&f.attrs);
@@ -266,7 +270,7 @@ fn pair_setters(members: &[Member], errors: &mut Errors) -> Vec<(usize, usize)> 
                 ),
             );
         }
-        if setter.receiver == Receiver::None {
+        if setter.receiver.is_none() {
             errors.at(&setter.item.sig, "a setter takes `&mut self` (or `&self`) and the new value");
         }
     }
@@ -276,8 +280,6 @@ fn pair_setters(members: &[Member], errors: &mut Errors) -> Vec<(usize, usize)> 
 fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
     let constructors: Vec<&Member> = members.iter().filter(|m| matches!(m.role, Role::Constructor)).collect();
     match constructors.as_slice() {
-        // A trait impl is reported as such; its members are not the class's.
-        _ if item.trait_.is_some() => return,
         [] => {
             errors.at(
                 &item.self_ty,
@@ -298,7 +300,7 @@ fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
         let sig = &m.item.sig;
         match &m.role {
             Role::Constructor => {
-                if m.receiver != Receiver::None {
+                if m.receiver.is_some() {
                     errors.at(sig, "a #[constructor] takes no `self`: it returns the new object");
                 }
                 if matches!(sig.output, ReturnType::Default) {
@@ -309,12 +311,12 @@ fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
                 if destroys > 1 {
                     errors.at(&sig.ident, "a class has at most one #[del] hook");
                 }
-                if m.receiver != Receiver::Exclusive || !m.params.is_empty() || sig.asyncness.is_some() {
+                if m.receiver != Some(Receiver::Exclusive) || !m.params.is_empty() || sig.asyncness.is_some() {
                     errors.at(sig, "a #[del] hook is `fn name(&mut self)`: sync, no arguments");
                 }
             }
             Role::Property { .. } => {
-                if m.receiver != Receiver::Shared {
+                if m.receiver != Some(Receiver::Shared) {
                     errors.at(sig, "a property getter takes `&self`");
                 }
                 if !m.params.is_empty() {
@@ -322,7 +324,7 @@ fn check_members(item: &ItemImpl, members: &[Member], errors: &mut Errors) {
                 }
             }
             Role::Method { .. } => {
-                if m.receiver == Receiver::None {
+                if m.receiver.is_none() {
                     errors.at(
                         &sig.ident,
                         format!(

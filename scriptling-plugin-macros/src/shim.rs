@@ -10,15 +10,26 @@ use syn::{Ident, ReturnType, Signature, Type};
 
 use crate::params::{self, Param};
 
-/// How a shim reaches the object a method is called on.
+/// How a method reaches the object it is called on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Receiver {
-    /// A free function or constructor: no object.
-    None,
     /// `&self`: a shared lock, so calls may overlap.
     Shared,
     /// `&mut self`: an exclusive lock.
     Exclusive,
+}
+
+/// What a shim calls.
+#[derive(Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// A function (or an associated one): its `IntoCallResult` result is
+    /// the call's.
+    Function,
+    /// A constructor of the class: its `Self` or `Result<Self, E>` becomes
+    /// a new object.
+    Constructor(&'a Type),
+    /// A method of the class, on the object reached through its receiver.
+    Method(&'a Type, Receiver),
 }
 
 /// Everything a shim is generated from.
@@ -27,12 +38,7 @@ pub(crate) struct Shim<'a> {
     pub(crate) name: TokenStream,
     /// The item to call: `greet`, `<Counter>::inc`.
     pub(crate) callee: TokenStream,
-    /// The class, for its members.
-    pub(crate) self_ty: Option<&'a Type>,
-    pub(crate) receiver: Receiver,
-    /// A constructor: its `Self` or `Result<Self, E>` becomes a new object
-    /// (otherwise any `IntoCallResult` becomes the result).
-    pub(crate) constructor: bool,
+    pub(crate) target: Target<'a>,
     pub(crate) params: &'a [Param],
     pub(crate) is_async: bool,
     /// Where errors about the conversion of the result point: the return type.
@@ -44,7 +50,7 @@ pub(crate) struct Shim<'a> {
 
 impl<'a> Shim<'a> {
     /// The shim of a free function with signature `sig`; class members set
-    /// `self_ty`, `receiver` and `constructor` on top.
+    /// their `target` on top.
     pub(crate) fn new(
         sig: &Signature,
         name: TokenStream,
@@ -55,9 +61,7 @@ impl<'a> Shim<'a> {
         Shim {
             name,
             callee,
-            self_ty: None,
-            receiver: Receiver::None,
-            constructor: false,
+            target: Target::Function,
             params,
             is_async: sig.asyncness.is_some(),
             ret_span: match &sig.output {
@@ -78,33 +82,31 @@ impl<'a> Shim<'a> {
         let (takes, bindings) = take_args(self.params);
         let this = format_ident!("__scriptling_this");
         let guard = format_ident!("__scriptling_guard");
-        let reach = self
-            .self_ty
-            .filter(|_| self.receiver != Receiver::None)
-            .map(|ty| quote!(let #this = #krate::__private::receiver::<#ty>(#args)?;));
-        let lock = |asynchronous: bool| {
-            let (shared, exclusive, wait) = if asynchronous {
-                (quote!(read_async), quote!(write_async), quote!(.await))
-            } else {
-                (quote!(read), quote!(write), quote!())
-            };
-            match self.receiver {
-                Receiver::None => quote!(),
-                Receiver::Shared => quote!(let #guard = #krate::__private::#shared(&#this) #wait?;),
-                Receiver::Exclusive => quote!(let mut #guard = #krate::__private::#exclusive(&#this) #wait?;),
+        let (shared, exclusive, wait) = if self.is_async {
+            (quote!(read_async), quote!(write_async), quote!(.await))
+        } else {
+            (quote!(read), quote!(write), quote!())
+        };
+        let (reach, lock, borrow) = match self.target {
+            Target::Function | Target::Constructor(_) => (quote!(), quote!(), quote!()),
+            Target::Method(ty, receiver) => {
+                let reach = quote!(let #this = #krate::__private::receiver::<#ty>(#args)?;);
+                match receiver {
+                    Receiver::Shared => {
+                        (reach, quote!(let #guard = #krate::__private::#shared(&#this) #wait?;), quote!(&*#guard,))
+                    }
+                    Receiver::Exclusive => (
+                        reach,
+                        quote!(let mut #guard = #krate::__private::#exclusive(&#this) #wait?;),
+                        quote!(&mut *#guard,),
+                    ),
+                }
             }
         };
-        let borrow = match self.receiver {
-            Receiver::None => quote!(),
-            Receiver::Shared => quote!(&*#guard,),
-            Receiver::Exclusive => quote!(&mut *#guard,),
-        };
         let callee = &self.callee;
-        let call = quote!(#callee(#borrow #(#bindings),*));
+        let finish = self.finish(quote!(#callee(#borrow #(#bindings),*) #wait));
         let span = self.span;
         let handler = if self.is_async {
-            let lock = lock(true);
-            let finish = self.finish(quote!(#call.await));
             quote_spanned!(span=>
                 #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
                     #reach
@@ -116,8 +118,6 @@ impl<'a> Shim<'a> {
                 })
             )
         } else {
-            let lock = lock(false);
-            let finish = self.finish(call);
             quote_spanned!(span=>
                 #krate::Function::new(#name, |#args: &mut #krate::Args| {
                     #reach
@@ -137,10 +137,12 @@ impl<'a> Shim<'a> {
     fn finish(&self, call: TokenStream) -> TokenStream {
         let krate = quote!(::scriptling_plugin);
         let ret = Ident::new("__scriptling_ret", self.ret_span);
-        let convert = match self.self_ty.filter(|_| self.constructor) {
-            None => quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret)),
-            Some(self_ty) => quote_spanned!(self.ret_span=>
+        let convert = match self.target {
+            Target::Constructor(self_ty) => quote_spanned!(self.ret_span=>
                 <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#ret)),
+            Target::Function | Target::Method(..) => {
+                quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret))
+            }
         };
         quote!({
             let #ret = #call;

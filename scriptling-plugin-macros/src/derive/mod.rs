@@ -19,7 +19,7 @@ mod into_value;
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
-use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Generics, Ident, Type, TypeParamBound, WherePredicate};
+use syn::{Data, DeriveInput, Expr, Fields, GenericParam, Generics, Ident, Type, WherePredicate};
 
 use crate::attrs;
 use crate::errors::Errors;
@@ -131,7 +131,8 @@ fn read(input: &DeriveInput, which: Trait, errors: &mut Errors) -> Model {
                 .iter()
                 .map(|v| {
                     let options = options(&v.attrs, &attrs::VARIANT, errors);
-                    let key = options.str("rename").map_or_else(|| rename(&v.ident.to_string()), |s| s.value());
+                    let key =
+                        options.str("rename").map_or_else(|| rename(&crate::params::unraw(&v.ident)), |s| s.value());
                     // Fields of a struct variant keep their own names.
                     Variant { ident: v.ident.clone(), key, shape: shape(&v.fields, &|n: &str| n.to_owned(), errors) }
                 })
@@ -193,19 +194,17 @@ fn options(attrs: &[syn::Attribute], spec: &attrs::Spec, errors: &mut Errors) ->
     options
 }
 
-/// Type parameters must be bounded by the trait being derived: the derive
-/// adds no bounds of its own, so what a generic type needs is visible where
-/// it is declared. Lifetimes cannot come from a value.
+/// A type parameter with no bound at all is refused with the bound to
+/// write: the derive adds no bounds of its own, so what a generic type
+/// needs is visible where it is declared. Whether a bound implies the
+/// trait (`T: FromValue`, or a trait of the user's with it as a supertrait)
+/// is the compiler's to say. Lifetimes cannot come from a value.
 fn check_generics(generics: &Generics, which: Trait, errors: &mut Errors) {
-    let names_trait = |b: &TypeParamBound| match b {
-        TypeParamBound::Trait(t) => t.path.segments.last().is_some_and(|s| s.ident == which.name()),
-        _ => false,
-    };
     let bounded = |ident: &Ident| {
-        let declared = generics.type_params().any(|p| p.ident == *ident && p.bounds.iter().any(names_trait));
+        let declared = generics.type_params().any(|p| p.ident == *ident && !p.bounds.is_empty());
         let in_where = generics.where_clause.iter().flat_map(|w| &w.predicates).any(|pred| match pred {
             WherePredicate::Type(t) => {
-                matches!(&t.bounded_ty, Type::Path(p) if p.path.is_ident(ident)) && t.bounds.iter().any(names_trait)
+                matches!(&t.bounded_ty, Type::Path(p) if p.path.is_ident(ident)) && !t.bounds.is_empty()
             }
             _ => false,
         });
