@@ -100,9 +100,9 @@ pub(crate) struct Incoming {
 
 /// An owned request's params.
 enum Payload {
-    /// Still raw: where they are in the frame (`None`: absent), which is
-    /// kept until they are decoded.
-    InFrame(Bytes, Option<Range<usize>>),
+    /// Still raw: where they are in the frame, which is kept until they
+    /// are decoded.
+    InFrame(Bytes, Range<usize>),
     /// Decoded already (`None`: absent).
     Decoded(Option<CallParams>),
 }
@@ -259,7 +259,7 @@ impl Dispatcher {
             Payload::Decoded(Some(params)) => Ok(params),
             Payload::Decoded(None) => parse_params(&method, None),
             // The frame (perhaps a 16 MiB line) is dropped once decoded.
-            Payload::InFrame(frame, range) => parse_params(&method, range.map(|r| &frame.as_ref()[r])),
+            Payload::InFrame(frame, range) => parse_params(&method, Some(&frame.as_ref()[range])),
         };
         let result = match parsed {
             Ok(params) => match method {
@@ -537,24 +537,25 @@ impl Incoming {
     /// in the frame (shared with the rest of a batch) until the request
     /// runs.
     pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
-        let method = Method::parse(request.method);
-        let params = match request.params {
-            None => Payload::Decoded(None),
-            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
-            Some(Params::Raw(raw)) => Payload::InFrame(frame.clone(), Some(rpc::span(frame.as_ref(), raw))),
-        };
-        Self { method, params }
+        Self::owned(request, Some(frame)).expect("raw params have their frame")
     }
 
     /// The owned form of `request` if its params are decoded already (see
     /// `rpc::parse_frame_decoding`); `None` if they are raw, and need the
     /// frame.
     pub(crate) fn decoded(request: rpc::Request<'_>) -> Option<Self> {
+        Self::owned(request, None)
+    }
+
+    fn owned(request: rpc::Request<'_>, frame: Option<&Bytes>) -> Option<Self> {
         let params = match request.params {
-            None => None,
-            Some(Params::Call(params)) => Some(params),
-            Some(Params::Raw(_)) => return None,
+            None => Payload::Decoded(None),
+            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
+            Some(Params::Raw(raw)) => {
+                let frame = frame?;
+                Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw))
+            }
         };
-        Some(Self { method: Method::parse(request.method), params: Payload::Decoded(params) })
+        Some(Self { method: Method::parse(request.method), params })
     }
 }

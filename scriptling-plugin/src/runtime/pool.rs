@@ -138,6 +138,11 @@ impl State {
     fn free(&self) -> usize {
         self.workers - self.running
     }
+
+    /// Whether the deferred job has waited its grace.
+    fn deferred_is_due(&self) -> bool {
+        self.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now())
+    }
 }
 
 impl SyncPool {
@@ -278,11 +283,11 @@ impl Shared {
 
     /// Takes the deferred job if it is due.
     fn take_due(&self, st: &mut State) -> Option<Box<dyn Job>> {
-        if st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now()) {
-            self.deferred_due.store(0, Ordering::Release);
-            return st.deferred.take().map(|(job, _)| job);
+        if !st.deferred_is_due() {
+            return None;
         }
-        None
+        self.deferred_due.store(0, Ordering::Release);
+        st.deferred.take().map(|(job, _)| job)
     }
 
     /// Refuses the queued jobs when no thread can ever take them without
@@ -389,12 +394,40 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// A pool thread's runtime, and the guard that makes it current once a job
-/// needs it.
-type ThreadRuntime = (Option<Arc<OnceLock<Handle>>>, Option<tokio::runtime::EnterGuard<'static>>);
+/// A pool thread's runtime, and its entry into it once a job needed it.
+type ThreadRuntime = (Option<Arc<OnceLock<Handle>>>, Option<Entered>);
 
 thread_local! {
     static RUNTIME: std::cell::RefCell<ThreadRuntime> = const { std::cell::RefCell::new((None, None)) };
+}
+
+/// A thread's entry into a runtime: the guard, and the handle it borrows,
+/// which live as long as the thread and are freed together, the guard first.
+struct Entered {
+    guard: std::mem::ManuallyDrop<tokio::runtime::EnterGuard<'static>>,
+    handle: std::ptr::NonNull<Handle>,
+}
+
+impl Entered {
+    fn new(handle: Handle) -> Self {
+        let handle = std::ptr::NonNull::from(Box::leak(Box::new(handle)));
+        // SAFETY: the handle is a heap allocation of our own that stays
+        // where it is until `drop`, which drops the guard before it.
+        let guard = unsafe { handle.as_ref() }.enter();
+        Self { guard: std::mem::ManuallyDrop::new(guard), handle }
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        // SAFETY: the guard is dropped once, here, before the handle it
+        // borrows; the handle came from `Box::leak` in `new` and nothing
+        // else frees it.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.guard);
+            drop(Box::from_raw(self.handle.as_ptr()));
+        }
+    }
 }
 
 /// Makes the pool's runtime current on this thread, waiting the moment it
@@ -408,9 +441,7 @@ pub(crate) fn enter_runtime() {
             return;
         }
         let Some(cell) = slot.0.clone() else { return };
-        // One handle per pool thread, kept for the thread's life.
-        let handle: &'static Handle = Box::leak(Box::new(cell.wait().clone()));
-        slot.1 = Some(handle.enter());
+        slot.1 = Some(Entered::new(cell.wait().clone()));
     });
 }
 
@@ -420,8 +451,8 @@ struct LeaveRuntime;
 
 impl Drop for LeaveRuntime {
     fn drop(&mut self) {
-        let guard = RUNTIME.with(|slot| slot.borrow_mut().1.take());
-        drop(guard);
+        let entered = RUNTIME.with(|slot| slot.borrow_mut().1.take());
+        drop(entered);
     }
 }
 
@@ -476,7 +507,7 @@ fn work(shared: &Arc<Shared>) {
             spin_for_work(shared);
             st = lock(&shared.state);
             st.spinning = false;
-            if !st.queue.is_empty() || st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now()) {
+            if !st.queue.is_empty() || st.deferred_is_due() {
                 continue;
             }
         }
@@ -542,8 +573,7 @@ fn watch(shared: &Arc<Shared>) {
             seen = (st.started, st.defers);
             last_active = Instant::now();
         }
-        let due = st.deferred.as_ref().is_some_and(|(_, due)| *due <= Instant::now());
-        if due && !st.spinning && st.notified == 0 && shared.release_deferred(&mut st) {
+        if st.deferred_is_due() && !st.spinning && st.notified == 0 && shared.release_deferred(&mut st) {
             shared.cover_queue(&mut st);
             if st.notified == 0 && st.free() == 0 {
                 // The reading must go on, past the limit if need be.
