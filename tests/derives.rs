@@ -217,7 +217,7 @@ fn ints_and_floats_stay_exact() {
     assert_eq!(forms.to_string(), "[2.0, [1, 2], None]");
     assert_eq!(
         error(&host, "echo_forms", vec![Value::Float(1.0), Value::List(vec![Value::Int(1)]), Value::Null]),
-        "echo_forms(): argument 's' must be a list of 2 items, got 1 items"
+        "echo_forms(): argument 's' must be a list of 2 items, got a list of 1"
     );
 }
 

@@ -230,21 +230,13 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     for _ in 0..sizes.warmup {
         driver.round_trip("function.call", &greet);
     }
-    let mut lat = Vec::with_capacity(sizes.sequential);
     let start = Instant::now();
-    for _ in 0..sizes.sequential {
-        match driver.round_trip("function.call", &greet) {
-            Some(d) => lat.push(d),
-            None => break,
-        }
-    }
+    let lat = sequential(&mut driver, &greet, sizes.sequential);
     let total = start.elapsed();
-    lat.sort_unstable();
-    let complete = lat.len() == sizes.sequential && !lat.is_empty();
-    let p50 = complete.then(|| percentile(&lat, 0.5).as_secs_f64() * 1e6);
-    figures.push("seq_p50_us", "µs", p50);
-    figures.push("seq_p99_us", "µs", complete.then(|| percentile(&lat, 0.99).as_secs_f64() * 1e6));
-    figures.push("seq_calls_per_s", "calls/s", complete.then(|| sizes.sequential as f64 / total.as_secs_f64()));
+    let us = |p: f64| lat.as_ref().map(|lat| percentile(lat, p).as_secs_f64() * 1e6);
+    figures.push("seq_p50_us", "µs", us(0.5));
+    figures.push("seq_p99_us", "µs", us(0.99));
+    figures.push("seq_calls_per_s", "calls/s", lat.as_ref().map(|_| sizes.sequential as f64 / total.as_secs_f64()));
 
     // 2. Pipelined, 64 in flight.
     figures.push("pipelined_calls_per_s", "calls/s", pipelined(&mut driver, &greet, sizes.pipelined, 64));
@@ -276,7 +268,7 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     figures.push("churn_cycles_per_s", "cycles/s", churn(&mut driver, sizes.churn));
 
     // 5. Callbacks from inside one call; 5b. log records.
-    let plain = p50.map(|us| us / 1e6);
+    let plain = us(0.5).map(|us| us / 1e6);
     let cb_params = format!(
         r#"{{"name":"ping_back","args":[{{"type":"callback","callback":{{"id":"cb-1"}}}},{{"type":"int","value":{}}}]}}"#,
         sizes.callbacks
@@ -363,11 +355,21 @@ pub fn pipeline_only(path: &Path, total: usize) -> Option<(f64, f64)> {
         pipelined(&mut driver, &greet, warm, 64)?;
     }
     let rate = if timed > 0 { pipelined(&mut driver, &greet, timed, 64)? } else { 0.0 };
-    let mut lat: Vec<Duration> = (0..round_trips).filter_map(|_| driver.round_trip("function.call", &greet)).collect();
-    lat.sort_unstable();
+    let lat = sequential(&mut driver, &greet, round_trips)?;
     let p50 = percentile(&lat, 0.5).as_secs_f64() * 1e6;
     driver.finish();
     Some((rate, p50))
+}
+
+/// `n` round trips of `function.call` with `params`, one at a time: their
+/// times, sorted, or `None` if any failed (or `n` is zero).
+fn sequential(driver: &mut Driver, params: &str, n: usize) -> Option<Vec<Duration>> {
+    let mut lat = (0..n).map(|_| driver.round_trip("function.call", params)).collect::<Option<Vec<_>>>()?;
+    if lat.is_empty() {
+        return None;
+    }
+    lat.sort_unstable();
+    Some(lat)
 }
 
 fn pipelined(driver: &mut Driver, params: &str, total: usize, window: usize) -> Option<f64> {

@@ -71,6 +71,34 @@ pub(crate) fn quoted_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Stri
     names.into_iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
 }
 
+/// `text` as a string literal between `quote`s (`"` for Scriptling source,
+/// `'` in messages that show keys as scripts index them), with the quote,
+/// backslashes and control characters escaped: a key or name from the host
+/// cannot break the text it is shown in.
+pub(crate) fn string_literal(text: &str, quote: char) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 /// Hands memory freed inside the allocator's arenas back to the system.
 ///
 /// A large batch leaves many small allocations freed across the arenas of

@@ -43,8 +43,8 @@ use scriptling_plugin_bench::measure::{
 
 struct Args {
     command: String,
-    plugin: Option<PathBuf>,
-    /// Every plugin path given (`pipeline` compares several).
+    /// Every plugin path given (`run` and `http` take the first; `pipeline`
+    /// and `spawn` compare several).
     plugins: Vec<PathBuf>,
     floor: Option<PathBuf>,
     sdk: Option<PathBuf>,
@@ -56,16 +56,8 @@ struct Args {
 fn parse() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or("missing command: run or compare")?;
-    let mut args = Args {
-        command,
-        plugin: None,
-        plugins: Vec::new(),
-        floor: None,
-        sdk: None,
-        runs: 3,
-        sizes: Sizes::FULL,
-        json: false,
-    };
+    let mut args =
+        Args { command, plugins: Vec::new(), floor: None, sdk: None, runs: 3, sizes: Sizes::FULL, json: false };
     let mut soak = false;
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -77,7 +69,6 @@ fn parse() -> Result<Args, String> {
             "--sdk" => args.sdk = Some(it.next().ok_or("--sdk needs a path")?.into()),
             other if !other.starts_with('-') => {
                 args.plugins.push(other.into());
-                args.plugin.get_or_insert_with(|| other.into());
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -236,7 +227,7 @@ fn start_http(plugin: &std::path::Path) -> Option<(std::process::Child, std::net
 }
 
 fn http(args: &Args) -> ExitCode {
-    let plugin = args.plugin.clone().unwrap_or_else(|| sibling("sdk-plugin"));
+    let plugin = args.plugins.first().cloned().unwrap_or_else(|| sibling("sdk-plugin"));
     let Some((mut child, addr)) = start_http(&plugin) else {
         eprintln!("plugin-bench: {} did not start serving HTTP", plugin.display());
         return ExitCode::FAILURE;
@@ -305,7 +296,7 @@ fn main() -> ExitCode {
     };
     match args.command.as_str() {
         "run" => {
-            let Some(plugin) = &args.plugin else {
+            let Some(plugin) = args.plugins.first() else {
                 eprintln!("plugin-bench: run needs the plugin's path");
                 return ExitCode::from(2);
             };

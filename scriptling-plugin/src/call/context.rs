@@ -154,12 +154,21 @@ thread_local! {
 /// Runs `wait`, a wait for the host that is not a call's (reading its
 /// next line), telling this thread's pool so it can lend the thread's place.
 pub(crate) fn waiting_on_host<R>(wait: impl FnOnce() -> R) -> R {
-    // Once per line read: the hook is borrowed where it is, not cloned.
-    let tell = |step: fn(&dyn BlockingHook)| BLOCKING.with(|b| b.borrow().as_deref().map(step));
+    // Once per line read: the hook is borrowed where it is, not cloned (a
+    // `WaitingOnHost` keeps its own, as it may be dropped on another thread).
+    fn tell(step: fn(&dyn BlockingHook)) {
+        BLOCKING.with(|b| b.borrow().as_deref().map(step));
+    }
+    /// Tells the pool the wait is over, even if `wait` unwinds.
+    struct Waiting;
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            tell(|hook| hook.exit());
+        }
+    }
     tell(|hook| hook.enter());
-    let result = wait();
-    tell(|hook| hook.exit());
-    result
+    let _waiting = Waiting;
+    wait()
 }
 
 /// Declares the pool that owns this thread (set once by each pool thread).

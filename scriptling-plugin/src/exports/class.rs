@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::call::error::CallError;
 use crate::call::objects::{ClassInfo, PluginClass};
-use crate::exports::function::{Args, Function};
+use crate::exports::function::{self, Args, Function};
 use crate::exports::schema::{ClassSchema, FunctionSchema, PropertySchema};
 use crate::exports::script;
 use crate::value::Value;
@@ -43,14 +43,13 @@ pub trait ConstructorReturn<C> {
 // Bounded by `PluginClassMethods`, not `PluginClass`: see `private.rs`.
 impl<C: PluginClassMethods> ConstructorReturn<C> for C {
     fn into_constructed(self) -> Result<Value, CallError> {
-        crate::call::objects::into_remote(self)
-            .map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
+        function::returned(crate::call::objects::into_remote(self))
     }
 }
 
 impl<C: PluginClassMethods, E: std::fmt::Display> ConstructorReturn<C> for Result<C, E> {
     fn into_constructed(self) -> Result<Value, CallError> {
-        self.map_err(|e| CallError::new(e.to_string()))?.into_constructed()
+        self.map_err(function::user_error)?.into_constructed()
     }
 }
 

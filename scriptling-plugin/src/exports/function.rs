@@ -30,7 +30,7 @@ use crate::call::objects::{Entry, Object, PluginClass};
 use crate::exports::script;
 use crate::support::quoted_names;
 use crate::value::Value;
-use crate::value::convert::{FromValue, IntoValue};
+use crate::value::convert::{FromValue, IntoValue, IntoValueError};
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub(crate) type CallOutcome = Result<Value, CallError>;
@@ -286,7 +286,17 @@ impl std::fmt::Debug for Function {
 }
 
 fn result_value<R: IntoValue>(r: R) -> CallOutcome {
-    r.into_value().map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
+    returned(r.into_value())
+}
+
+/// A returned value as the call's outcome, or why it cannot be returned.
+pub(crate) fn returned(value: Result<Value, IntoValueError>) -> CallOutcome {
+    value.map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
+}
+
+/// A handler's own error as the call's.
+pub(crate) fn user_error(e: impl Display) -> CallError {
+    CallError::new(e.to_string())
 }
 
 /// What a `#[plugin_fn]` function may return: any [`IntoValue`] type, or a
@@ -312,7 +322,7 @@ impl<T: IntoValue, E: Display> IntoCallResult for Result<T, E> {
     fn into_call_result(self) -> Result<Value, CallError> {
         match self {
             Ok(v) => result_value(v),
-            Err(e) => Err(CallError::new(e.to_string())),
+            Err(e) => Err(user_error(e)),
         }
     }
 }

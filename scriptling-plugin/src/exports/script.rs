@@ -58,23 +58,7 @@ pub(crate) fn help(signature: &str, doc: &str) -> String {
 
 /// A Scriptling string literal.
 pub(crate) fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    crate::support::string_literal(text, '"')
 }
 
 /// A Scriptling literal for a constant, or why there is none.

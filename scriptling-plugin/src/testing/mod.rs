@@ -193,7 +193,7 @@ impl Host {
         let (host_in, plugin_out) = std::io::pipe()?;
         let runtime = Arc::new(OnceLock::new());
         let lines = LineReader::new(plugin_in, core.options.max_frame_bytes);
-        let session = Session::start(core, lines, plugin_out, Arc::clone(&runtime), false, false)?;
+        let session = Session::start(core, lines, plugin_out, Arc::clone(&runtime), false, Duration::ZERO)?;
         let link = session.link();
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {

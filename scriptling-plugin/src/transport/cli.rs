@@ -53,7 +53,8 @@ pub(crate) fn parse(args: &[String], others_allowed: bool) -> Result<Command, St
 }
 
 /// The usage text, for `--help` and after an argument error.
-pub(crate) fn usage(program: &str) -> String {
+pub(crate) fn usage() -> String {
+    let program = program_name();
     let http = cfg!(feature = "http");
     let mut text = format!(
         "usage: {program} [--describe | --schema | --version | --help]{}\n\n\
@@ -74,7 +75,7 @@ pub(crate) fn usage(program: &str) -> String {
 }
 
 /// The program's name for the usage line: the file name it was run as.
-pub(crate) fn program_name() -> String {
+fn program_name() -> String {
     std::env::args()
         .next()
         .and_then(|p| std::path::Path::new(&p).file_name().map(|n| n.to_string_lossy().into_owned()))

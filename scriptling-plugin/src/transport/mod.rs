@@ -58,27 +58,26 @@ impl Plugin {
     pub fn run(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let args: Vec<String> = std::env::args().skip(1).collect();
-        let program = cli::program_name();
         let command = cli::parse(&args, core.options.own_args)
-            .map_err(|e| ServeError::Usage(format!("{e}\n\n{}", cli::usage(&program))))?;
-        if command != Command::Serve {
-            let answer =
-                || serde_json::from_slice::<serde_json::Value>(&core.handshake).expect("the handshake is JSON");
-            let text = match command {
-                Command::Describe => describe::describe(&answer()),
-                Command::Schema => format!("{:#}\n", answer()),
-                Command::Version => {
-                    let library = &answer()["library"];
-                    let field = |key: &str| library[key].as_str().unwrap_or_default().to_owned();
-                    format!(
-                        "{} {} (scriptling-plugin {})\n",
-                        field("name"),
-                        field("version"),
-                        env!("CARGO_PKG_VERSION")
-                    )
-                }
-                Command::Help | Command::Serve => cli::usage(&program),
-            };
+            .map_err(|e| ServeError::Usage(format!("{e}\n\n{}", cli::usage())))?;
+        let answer = || serde_json::from_slice::<serde_json::Value>(&core.handshake).expect("the handshake is JSON");
+        let text = match command {
+            Command::Serve => None,
+            Command::Describe => Some(describe::describe(&answer())),
+            Command::Schema => Some(format!("{:#}\n", answer())),
+            Command::Version => {
+                let library = &answer()["library"];
+                let field = |key: &str| library[key].as_str().unwrap_or_default().to_owned();
+                Some(format!(
+                    "{} {} (scriptling-plugin {})\n",
+                    field("name"),
+                    field("version"),
+                    env!("CARGO_PKG_VERSION")
+                ))
+            }
+            Command::Help => Some(cli::usage()),
+        };
+        if let Some(text) = text {
             use std::io::Write;
             return std::io::stdout().write_all(text.as_bytes()).map_err(ServeError::Io);
         }
@@ -108,7 +107,8 @@ impl Plugin {
         // A line already here (the handshake, if it was not answered, or
         // what came with it) is served from this thread too.
         let first_here = lines.has_line() || (!answered && stdio::input_waiting());
-        let session = Session::start(Arc::new(core), lines, out, Arc::clone(&runtime), first_here, true)?;
+        let spin = core.options.input_spin;
+        let session = Session::start(Arc::new(core), lines, out, Arc::clone(&runtime), first_here, spin)?;
         let rt = self::runtime()?;
         let _ = runtime.set(rt.handle().clone());
         let result = rt.block_on(session.finish(signals));
@@ -149,7 +149,8 @@ impl Plugin {
         let out = stdio::guard::take_stdout()?;
         let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
         let lines = LineReader::new(std::io::stdin(), core.options.max_frame_bytes);
-        Session::start(Arc::new(core), lines, out, runtime, false, true)?.finish(signals).await
+        let spin = core.options.input_spin;
+        Session::start(Arc::new(core), lines, out, runtime, false, spin)?.finish(signals).await
     }
 }
 

@@ -151,10 +151,7 @@ impl FromValueError {
         for seg in self.path.iter().rev() {
             match seg {
                 PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
-                PathSegment::Key(k) => {
-                    let quoted = k.replace('\\', "\\\\").replace('\'', "\\'");
-                    out.push_str(&format!("['{quoted}']"));
-                }
+                PathSegment::Key(k) => out.push_str(&format!("[{}]", crate::support::string_literal(k, '\''))),
             }
         }
         out
@@ -454,21 +451,9 @@ macro_rules! tuple {
     ($len:literal => $($name:ident : $idx:tt),+) => {
         impl<$($name: FromValue),+> FromValue for ($($name,)+) {
             fn from_value(value: Value) -> Result<Self, FromValueError> {
-                match value {
-                    Value::List(items) if items.len() == $len => {
-                        let mut items = items.into_iter();
-                        Ok(($(
-                            $name::from_value(items.next().unwrap_or_default())
-                                .map_err(|e| e.at_index($idx))?,
-                        )+))
-                    }
-                    Value::List(items) => Err(FromValueError::message(format!(
-                        "must be a list of {} items, got a list of {}",
-                        $len,
-                        items.len()
-                    ))),
-                    other => Err(FromValueError::mismatch(&Self::expected(), &other)),
-                }
+                // The same reading as a derived tuple struct's.
+                let mut items = crate::value::derive::list(value, $len, &Self::expected())?;
+                Ok(($(crate::value::derive::item::<$name>(&mut items, $idx)?,)+))
             }
             fn expected() -> Cow<'static, str> {
                 concat!("a list of ", $len, " items").into()

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::quoted_names;
+use crate::support::{quoted_names, string_literal};
 use crate::value::Value;
 use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
 
@@ -24,10 +24,10 @@ pub fn dict(value: Value, expected: &str) -> Result<Entries, FromValueError> {
 /// missing key it was meant to be.
 pub fn no_other_keys(entries: &Entries, known: &[&str]) -> Result<(), FromValueError> {
     let Some(unknown) = entries.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
-    let list = quoted_names(known.iter().copied());
+    let (unknown, list) = (string_literal(unknown, '\''), quoted_names(known.iter().copied()));
     Err(FromValueError::message(match known.len() {
-        0 => format!("has unknown key '{unknown}'; it takes no keys"),
-        _ => format!("has unknown key '{unknown}'; the keys are {list}"),
+        0 => format!("has unknown key {unknown}; it takes no keys"),
+        _ => format!("has unknown key {unknown}; the keys are {list}"),
     }))
 }
 
@@ -57,7 +57,7 @@ pub fn list(value: Value, len: usize, expected: &str) -> Result<std::vec::IntoIt
     match value {
         Value::List(items) if items.len() == len => Ok(items.into_iter()),
         Value::List(items) => {
-            Err(FromValueError::message(format!("must be a list of {len} items, got {} items", items.len())))
+            Err(FromValueError::message(format!("must be a list of {len} items, got a list of {}", items.len())))
         }
         other => Err(FromValueError::mismatch(expected, &other)),
     }
@@ -88,7 +88,8 @@ pub fn variant(value: Value, expected: &str) -> Result<(String, Option<Value>), 
 /// The error for a variant name that is not one of `known`.
 pub fn unknown_variant(name: &str, known: &[&str]) -> FromValueError {
     FromValueError::message(format!(
-        "names no variant: got '{name}', expected one of {}",
+        "names no variant: got {}, expected one of {}",
+        string_literal(name, '\''),
         quoted_names(known.iter().copied())
     ))
 }
@@ -145,13 +146,18 @@ mod tests {
             no_other_keys(&e, &["limit", "case"]).unwrap_err().reason(),
             "has unknown key 'limt'; the keys are 'limit', 'case'"
         );
+        // A key from the host cannot break the message, nor a path.
+        let e = entries(&[("it's\n", Value::Int(1))]);
+        assert_eq!(no_other_keys(&e, &[]).unwrap_err().reason(), r"has unknown key 'it\'s\n'; it takes no keys");
+        let err = field::<i64>(&mut entries(&[("a'b", Value::Null)]), "a'b").unwrap_err();
+        assert_eq!(err.to_string(), r"value['a\'b'] must be an int, got None");
         assert!(no_other_keys(&entries(&[("limit", Value::Int(1))]), &["limit"]).is_ok());
     }
 
     #[test]
     fn lists_must_have_exactly_their_length() {
         let err = list(Value::List(vec![Value::Int(1)]), 2, "a list of 2 items").unwrap_err();
-        assert_eq!(err.reason(), "must be a list of 2 items, got 1 items");
+        assert_eq!(err.reason(), "must be a list of 2 items, got a list of 1");
         let mut items = list(Value::List(vec![Value::Int(1), Value::from("x")]), 2, "").unwrap();
         assert_eq!(item::<i64>(&mut items, 0), Ok(1));
         assert_eq!(item::<i64>(&mut items, 1).unwrap_err().to_string(), "value[1] must be an int, got string");

@@ -94,16 +94,16 @@ impl Session {
     /// thread before the reading moves to the pool (pass it only when a line
     /// is already waiting): cheap answers to it need no thread.
     ///
-    /// With `on_stdin`, `input` is the process's stdin, which the reading
-    /// polls for up to `Plugin::input_spin` before it sleeps on it (see
-    /// [`spin_for_input`]).
+    /// `spin` is how long the reading polls the input before it sleeps on
+    /// it (see [`spin_for_input`]): `Plugin::input_spin` for the process's
+    /// stdin, zero for anything else, which cannot be polled.
     pub(crate) fn start<R, W>(
         core: Arc<Core>,
         lines: LineReader<R>,
         output: W,
         runtime: Arc<OnceLock<Handle>>,
         first_here: bool,
-        on_stdin: bool,
+        spin: Duration,
     ) -> Result<Session, ServeError>
     where
         R: Read + Send + 'static,
@@ -116,7 +116,6 @@ impl Session {
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let link =
             Link::new(Arc::clone(&core.library), ObjectTable::sequential(), classes, Some(host), Arc::clone(&runtime));
-        let spin = if on_stdin { core.options.input_spin } else { Duration::ZERO };
         let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
         let reader = Arc::new(Reader {
             dispatcher: Arc::clone(&dispatcher),
