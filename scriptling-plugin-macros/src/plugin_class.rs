@@ -18,16 +18,14 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Struct(s)) => expand_struct(attr, s),
         Ok(Item::Impl(i)) => expand_impl(attr, i),
-        Ok(Item::Fn(mut f)) => {
+        Ok(Item::Fn(f)) => {
             let err = syn::Error::new(
                 f.sig.fn_token.span,
                 "#[plugin_class] goes on a struct and on its impl block; for a function use #[plugin_fn]",
             );
             // The function was meant as one: describe it, so registering
             // it adds no error of its own.
-            let mut ignored = Errors::default();
-            crate::params::analyze(&mut f.sig.inputs, &mut ignored);
-            crate::plugin_fn::stand_in(&f, err)
+            crate::plugin_fn::misplaced(f, err)
         }
         Ok(other) => errors::with_item(
             item,

@@ -14,21 +14,17 @@ use crate::shim::Shim;
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut func = match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Fn(f)) => f,
-        Ok(Item::Struct(s)) => {
-            let err = syn::Error::new(
-                s.struct_token.span,
-                "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
-            );
-            // The struct was meant as a class: give it its identity, so
-            // its impl block and registration add no errors of their own.
-            return crate::plugin_class::with_identity(s, &attrs::Options::default(), Some(err));
-        }
         Ok(other) => {
             let err = syn::Error::new(
                 errors::item_span(&other),
                 "#[plugin_fn] goes on a free function; for a struct and its methods use #[plugin_class]",
             );
-            return errors::with_item(item, &err);
+            return match other {
+                // The struct was meant as a class: give it its identity, so
+                // its impl block and registration add no errors of their own.
+                Item::Struct(s) => crate::plugin_class::with_identity(s, &attrs::Options::default(), Some(err)),
+                _ => errors::with_item(item, &err),
+            };
         }
         Err(e) => return errors::with_item(item, &e),
     };
@@ -101,10 +97,18 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     }
 }
 
+/// A function under another attribute (`#[plugin_class]`) that was meant
+/// as a `#[plugin_fn]`: [`stand_in`], its `#[arg]` attributes taken off
+/// (their mistakes are not the one to report).
+pub(crate) fn misplaced(mut func: ItemFn, error: syn::Error) -> TokenStream {
+    params::analyze(&mut func.sig.inputs, &mut Errors::default());
+    stand_in(&func, error)
+}
+
 /// The function (without our attributes, and with no unused warning) and a
 /// descriptor that type-checks, so registering the function adds no error
 /// to the ones that explain the mistake.
-pub(crate) fn stand_in(func: &ItemFn, error: syn::Error) -> TokenStream {
+fn stand_in(func: &ItemFn, error: syn::Error) -> TokenStream {
     let body = quote!(::core::unreachable!("this function failed to compile"));
     // A method (in some impl block) cannot have a type beside it.
     let method = func.sig.inputs.iter().any(|i| matches!(i, FnArg::Receiver(_)));

@@ -1,36 +1,43 @@
 //! `rename_all` rules: a Rust name (a `snake_case` field or a `PascalCase`
 //! variant) rewritten in another case.
 
-/// The rules `rename_all` accepts, as written in the attribute.
-pub(crate) const RULES: &[&str] = &[
-    "lowercase",
-    "UPPERCASE",
-    "PascalCase",
-    "camelCase",
-    "snake_case",
-    "SCREAMING_SNAKE_CASE",
-    "kebab-case",
-    "SCREAMING-KEBAB-CASE",
+/// A `rename_all` rule: how the words of a name are joined, and how its
+/// first and its other words are written.
+#[derive(Clone, Copy)]
+pub(crate) struct Rule {
+    separator: &'static str,
+    first: fn(&str) -> String,
+    rest: fn(&str) -> String,
+}
+
+/// Every rule, under the name the attribute gives it.
+const RULES: &[(&str, Rule)] = &[
+    ("lowercase", Rule { separator: "", first: lower, rest: lower }),
+    ("UPPERCASE", Rule { separator: "", first: upper, rest: upper }),
+    ("PascalCase", Rule { separator: "", first: capitalized, rest: capitalized }),
+    ("camelCase", Rule { separator: "", first: lower, rest: capitalized }),
+    ("snake_case", Rule { separator: "_", first: lower, rest: lower }),
+    ("SCREAMING_SNAKE_CASE", Rule { separator: "_", first: upper, rest: upper }),
+    ("kebab-case", Rule { separator: "-", first: lower, rest: lower }),
+    ("SCREAMING-KEBAB-CASE", Rule { separator: "-", first: upper, rest: upper }),
 ];
 
-/// `name` under `rule` (one of [`RULES`]).
-pub(crate) fn apply(rule: &str, name: &str) -> String {
-    let words = words(name);
-    let joined = |sep: &str, f: fn(&str) -> String| words.iter().map(|w| f(w)).collect::<Vec<_>>().join(sep);
-    match rule {
-        "lowercase" => joined("", |w| w.to_lowercase()),
-        "UPPERCASE" => joined("", |w| w.to_uppercase()),
-        "PascalCase" => joined("", capitalized),
-        "camelCase" => {
-            let pascal = joined("", capitalized);
-            let mut chars = pascal.chars();
-            chars.next().map_or_else(String::new, |first| first.to_lowercase().chain(chars).collect())
-        }
-        "snake_case" => joined("_", |w| w.to_lowercase()),
-        "SCREAMING_SNAKE_CASE" => joined("_", |w| w.to_uppercase()),
-        "kebab-case" => joined("-", |w| w.to_lowercase()),
-        "SCREAMING-KEBAB-CASE" => joined("-", |w| w.to_uppercase()),
-        _ => name.to_owned(),
+impl Rule {
+    /// The rule called `name` in the attribute.
+    pub(crate) fn named(name: &str) -> Option<Rule> {
+        RULES.iter().find(|(n, _)| *n == name).map(|(_, rule)| *rule)
+    }
+
+    /// Every rule's name, for the error that lists them.
+    pub(crate) fn names() -> Vec<&'static str> {
+        RULES.iter().map(|(name, _)| *name).collect()
+    }
+
+    /// `name` (a `snake_case` field or a `PascalCase` variant) under this rule.
+    pub(crate) fn apply(self, name: &str) -> String {
+        let words = words(name);
+        let written = words.iter().enumerate().map(|(i, w)| if i == 0 { (self.first)(w) } else { (self.rest)(w) });
+        written.collect::<Vec<_>>().join(self.separator)
     }
 }
 
@@ -64,6 +71,15 @@ fn words(name: &str) -> Vec<String> {
     words.into_iter().map(|w| w.to_lowercase()).collect()
 }
 
+/// Words are lowercase already.
+fn lower(word: &str) -> String {
+    word.to_owned()
+}
+
+fn upper(word: &str) -> String {
+    word.to_uppercase()
+}
+
 fn capitalized(word: &str) -> String {
     let mut chars = word.chars();
     chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
@@ -86,10 +102,13 @@ mod tests {
             ("SCREAMING-KEBAB-CASE", "MAX-LEN", "MAX-LEN"),
         ];
         for (rule, from_field, from_variant) in cases {
-            assert_eq!(apply(rule, "max_len"), from_field, "{rule} on a field");
-            assert_eq!(apply(rule, "MaxLen"), from_variant, "{rule} on a variant");
+            let rule = Rule::named(rule).unwrap_or_else(|| panic!("{rule} is a rule"));
+            assert_eq!(rule.apply("max_len"), from_field, "on a field");
+            assert_eq!(rule.apply("MaxLen"), from_variant, "on a variant");
         }
-        assert_eq!(apply("snake_case", "HTTPServer"), "http_server");
-        assert_eq!(apply("kebab-case", "Utf8Text"), "utf8-text");
+        assert_eq!(Rule::named("snake_case").unwrap().apply("HTTPServer"), "http_server");
+        assert_eq!(Rule::named("kebab-case").unwrap().apply("Utf8Text"), "utf8-text");
+        assert_eq!(Rule::names().len(), 8);
+        assert!(Rule::named("Title Case").is_none());
     }
 }

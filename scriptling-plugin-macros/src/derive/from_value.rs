@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 
 use syn::spanned::Spanned;
 
-use super::{Body, Fallback, Model, Shape, Trait, impl_header, quoted_list};
+use super::{Body, Fallback, Model, Read, Shape, Trait, impl_header, quoted_list};
 
 /// The generated `impl FromValue`.
 pub(super) fn generate(model: &Model) -> TokenStream {
@@ -27,19 +27,6 @@ pub(super) fn generate(model: &Model) -> TokenStream {
 
             fn expected() -> ::std::borrow::Cow<'static, str> {
                 ::std::borrow::Cow::Borrowed(#expected)
-            }
-        }
-    }
-}
-
-/// An impl that type-checks, for a type whose derive has errors.
-pub(super) fn stand_in(model: &Model) -> TokenStream {
-    let krate = quote!(::scriptling_plugin);
-    let header = impl_header(model, Trait::FromValue);
-    quote! {
-        #header {
-            fn from_value(_: #krate::Value) -> ::core::result::Result<Self, #krate::FromValueError> {
-                ::core::unreachable!("this type failed to compile")
             }
         }
     }
@@ -73,19 +60,22 @@ fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected:
     let private = quote!(#krate::__private);
     match shape {
         Shape::Named(fields) => {
-            let known: Vec<&str> = fields.iter().filter(|f| !f.skip).map(|f| f.key.as_str()).collect();
+            let known: Vec<&str> = fields.iter().filter(|f| !f.skipped()).map(|f| f.key.as_str()).collect();
             let inits = fields.iter().map(|f| {
                 let (ident, ty, key) = (&f.ident, &f.ty, &f.key);
-                let fallback = f.default.as_ref().map(|d| match d {
+                let fallback = |d: &Fallback| match d {
                     Fallback::Default => quote!(::core::default::Default::default()),
                     Fallback::Expr(e) => quote!(#e),
-                });
-                let read = match fallback {
-                    Some(fallback) if f.skip => fallback,
-                    None => quote_spanned!(ty.span()=>
+                };
+                let read = match &f.read {
+                    Read::Skipped(d) => fallback(d),
+                    Read::Required => quote_spanned!(ty.span()=>
                         #private::field::<#ty>(&mut __scriptling_entries, #key)?),
-                    Some(fallback) => quote_spanned!(ty.span()=>
-                        #private::field_or_else::<#ty>(&mut __scriptling_entries, #key, || #fallback)?),
+                    Read::Defaulted(d) => {
+                        let fallback = fallback(d);
+                        quote_spanned!(ty.span()=>
+                            #private::field_or_else::<#ty>(&mut __scriptling_entries, #key, || #fallback)?)
+                    }
                 };
                 quote!(#ident: #read)
             });

@@ -42,19 +42,6 @@ pub(super) fn generate(model: &Model) -> TokenStream {
     }
 }
 
-/// An impl that type-checks, for a type whose derive has errors.
-pub(super) fn stand_in(model: &Model) -> TokenStream {
-    let krate = quote!(::scriptling_plugin);
-    let header = impl_header(model, Trait::IntoValue);
-    quote! {
-        #header {
-            fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
-                ::core::unreachable!("this type failed to compile")
-            }
-        }
-    }
-}
-
 /// The pattern that takes `target` (`Self`, `Self::Variant`) apart, and the
 /// block (a `Result<Value, IntoValueError>`, returning early on a field that
 /// fails) that writes its fields.
@@ -63,21 +50,22 @@ fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream
     let private = quote!(#krate::__private);
     match shape {
         Shape::Named(fields) => {
-            let idents = fields.iter().map(|f| &f.ident);
-            let puts = fields.iter().filter(|f| !f.skip).map(|f| {
+            let bindings = fields.iter().map(|f| {
+                let ident = &f.ident;
+                if f.skipped() { quote!(#ident: _) } else { quote!(#ident) }
+            });
+            let puts = fields.iter().filter(|f| !f.skipped()).map(|f| {
                 let (key, ident) = (&f.key, &f.ident);
                 quote_spanned!(f.ty.span()=> #private::put(&mut __scriptling_entries, #key, #ident)?;)
             });
-            let skipped = fields.iter().filter(|f| f.skip).map(|f| &f.ident);
             let write = quote!({
-                #(let _ = #skipped;)*
                 let mut __scriptling_entries = #private::Entries::new();
                 #(#puts)*
                 ::core::result::Result::<#krate::Value, #krate::IntoValueError>::Ok(
                     #krate::Value::Dict(__scriptling_entries),
                 )
             });
-            (quote!(#target { #(#idents),* }), write)
+            (quote!(#target { #(#bindings),* }), write)
         }
         Shape::Tuple(types) if types.len() == 1 => {
             let write = quote_spanned!(types[0].span()=> #krate::IntoValue::into_value(__scriptling_0));

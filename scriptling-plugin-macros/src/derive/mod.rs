@@ -54,9 +54,23 @@ struct Field {
     ty: Type,
     /// The key it has in a dict.
     key: String,
-    /// Its value when its key is missing; always set for a skipped field.
-    default: Option<Fallback>,
-    skip: bool,
+    read: Read,
+}
+
+/// How a named field is read from its dict.
+enum Read {
+    /// Its key must be there (an `Option` may be left out).
+    Required,
+    /// From its key, or the fallback when the key is missing.
+    Defaulted(Fallback),
+    /// Never: always the fallback, and never written either.
+    Skipped(Fallback),
+}
+
+impl Field {
+    fn skipped(&self) -> bool {
+        matches!(self.read, Read::Skipped(_))
+    }
 }
 
 enum Shape {
@@ -101,29 +115,37 @@ pub(crate) fn expand(input: TokenStream, which: Trait) -> TokenStream {
         },
         // An impl that type-checks, so uses of the type add no errors to
         // the ones that explain the mistake.
-        Err(e) => {
-            let stand_in = match which {
-                Trait::FromValue => from_value::stand_in(&model),
-                Trait::IntoValue => into_value::stand_in(&model),
-            };
-            crate::errors::with_item(stand_in, &e)
-        }
+        Err(e) => crate::errors::with_item(stand_in(&model, which), &e),
     }
+}
+
+/// An impl of `which` that type-checks and is never called.
+fn stand_in(model: &Model, which: Trait) -> TokenStream {
+    let krate = quote!(::scriptling_plugin);
+    let header = impl_header(model, which);
+    let method = match which {
+        Trait::FromValue => {
+            quote!(fn from_value(_: #krate::Value) -> ::core::result::Result<Self, #krate::FromValueError>)
+        }
+        Trait::IntoValue => {
+            quote!(fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError>)
+        }
+    };
+    quote!(#header { #method { ::core::unreachable!("this type failed to compile") } })
 }
 
 fn read(input: &DeriveInput, which: Trait, errors: &mut Errors) -> Model {
     check_generics(&input.generics, which, errors);
     let container = options(&input.attrs, &attrs::CONTAINER, errors);
     let rule = container.str("rename_all").and_then(|rule| {
-        if case::RULES.contains(&rule.value().as_str()) {
-            Some(rule.value())
-        } else {
-            let list = crate::errors::quoted(case::RULES, '"');
+        let named = case::Rule::named(&rule.value());
+        if named.is_none() {
+            let list = crate::errors::quoted(case::Rule::names(), '"');
             errors.at(&rule, format!("unknown `rename_all` rule; expected one of: {list}"));
-            None
         }
+        named
     });
-    let rename = |name: &str| rule.as_deref().map_or_else(|| name.to_owned(), |r| case::apply(r, name));
+    let rename = |name: &str| rule.map_or_else(|| name.to_owned(), |rule| rule.apply(name));
     let body = match &input.data {
         Data::Struct(s) => Body::Struct(shape(&s.fields, &rename, errors)),
         Data::Enum(e) => Body::Enum(
@@ -159,13 +181,15 @@ fn shape(fields: &Fields, rename: &dyn Fn(&str) -> String, errors: &mut Errors) 
                     let options = options(&f.attrs, &attrs::FIELD, errors);
                     let name = crate::params::unraw(&ident);
                     let key = options.str("rename").map_or_else(|| rename(&name), |s| s.value());
-                    let skip = options.flag("skip");
-                    let default = match (options.flag("default") || skip, options.expr("default")) {
-                        (_, Some(expr)) => Some(Fallback::Expr(expr)),
-                        (true, None) => Some(Fallback::Default),
-                        (false, None) => None,
+                    let fallback = options.expr("default").map(Fallback::Expr);
+                    let read = if options.flag("skip") {
+                        Read::Skipped(fallback.unwrap_or(Fallback::Default))
+                    } else if let Some(fallback) = fallback.or(options.flag("default").then_some(Fallback::Default)) {
+                        Read::Defaulted(fallback)
+                    } else {
+                        Read::Required
                     };
-                    Field { ident, ty: f.ty.clone(), key, default, skip }
+                    Field { ident, ty: f.ty.clone(), key, read }
                 })
                 .collect(),
         ),
