@@ -408,3 +408,53 @@ fn a_real_process_exits_zero_when_the_host_dies_mid_callback() {
         assert!(waiting.join().unwrap().is_err());
     });
 }
+
+mod common;
+
+/// Starts `call_me(cb)` on the fixture and returns the plugin's
+/// `callback.call` request.
+fn fixture_calling_back(command: &mut std::process::Command) -> (common::Raw, serde_json::Value) {
+    let mut raw = common::Raw::spawn(command);
+    raw.handshake();
+    raw.send(&common::call_line(1, "call_me", r#"{"type":"callback","callback":{"id":"cb-1"}}"#));
+    let request = raw.recv().expect("the plugin's callback.call");
+    assert_eq!(request["method"], "callback.call", "{request}");
+    (raw, request)
+}
+
+#[test]
+fn a_malformed_answer_to_a_callback_fails_the_callback_and_is_never_answered() {
+    let (mut raw, request) =
+        fixture_calling_back(&mut std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin")));
+    // Neither result nor error: the host's id space must not see an answer to it.
+    raw.send(&json!({"jsonrpc": "2.0", "id": request["id"]}).to_string());
+    let answer = raw.recv().unwrap();
+    assert_eq!(answer["id"], 1, "the only answer is the outer call's: {answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        r#"callback cb-1: the host's answer is malformed: it has neither "result" nor "error""#
+    );
+    // Nothing else was written: the next frame answers the next request.
+    raw.send(r#"{"jsonrpc":"2.0","id":"next","method":"ping"}"#);
+    assert_eq!(raw.recv().unwrap()["id"], "next");
+}
+
+#[test]
+fn a_callback_the_host_never_answers_fails_after_the_callback_timeout() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.env("FIXTURE_CALLBACK_TIMEOUT_MS", "300");
+    let (mut raw, _request) = fixture_calling_back(&mut command);
+    let started = Instant::now();
+    let answer = raw.recv().unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    assert_eq!(answer["id"], 1);
+    assert_eq!(
+        answer["error"]["message"],
+        "callback cb-1: the host did not answer within 300ms (Plugin::callback_timeout)"
+    );
+    // A late answer is dropped quietly, and serving goes on.
+    raw.send(&json!({"jsonrpc": "2.0", "id": _request["id"], "result": {"type": "null"}}).to_string());
+    raw.send(r#"{"jsonrpc":"2.0","id":"next","method":"ping"}"#);
+    assert_eq!(raw.recv().unwrap()["id"], "next");
+    assert!(!raw.stderr().contains("ignoring"), "{}", raw.stderr());
+}

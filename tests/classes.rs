@@ -3,7 +3,8 @@
 //! results, lifecycle hooks, and per-object concurrency.
 
 use std::collections::BTreeMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::Host;
@@ -112,6 +113,25 @@ impl Tracked {
         self.value * 2
     }
 
+    /// Adds `other`'s value to this one's (`c.merge(c)` reaches its own object).
+    fn merge(&mut self, other: Object<Tracked>) -> Result<i64, CallError> {
+        let more = other.read()?.value;
+        self.value += more;
+        Ok(self.value)
+    }
+
+    /// The async form of `merge`.
+    async fn merge_later(&mut self, other: Object<Tracked>) -> Result<i64, CallError> {
+        let more = other.read_async().await?.value;
+        self.value += more;
+        Ok(self.value)
+    }
+
+    /// Reads `other` while reading this one (shared twice is fine).
+    fn sum_with(&self, other: Object<Tracked>) -> Result<i64, CallError> {
+        Ok(self.value + other.read()?.value)
+    }
+
     /// Returns a new object.
     fn spawn_child(&self) -> Tracked {
         Tracked { tag: format!("{}-child", self.tag), value: self.value }
@@ -201,7 +221,21 @@ fn schema_lists_classes_in_declaration_order() {
     );
     assert_eq!(class["methods"][0]["description"], "add(amount=1)\n\nAdds and returns the new value.");
     let methods: Vec<&str> = class["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
-    assert_eq!(methods, ["add", "peek_slowly", "bump_slowly", "add_later", "read_later", "twice", "spawn_child"]);
+    assert_eq!(
+        methods,
+        [
+            "add",
+            "peek_slowly",
+            "bump_slowly",
+            "add_later",
+            "read_later",
+            "twice",
+            "merge",
+            "merge_later",
+            "sum_with",
+            "spawn_child"
+        ]
+    );
     assert_eq!(
         class["properties"],
         json!([
@@ -289,7 +323,7 @@ fn unknown_names_list_what_is_available() {
     let err = host.call_method(&a.id, "nope", []).unwrap_err();
     assert_eq!(
         err.message(),
-        "unknown method nope on Tracked (available: add, add_later, bump_slowly, label, peek_slowly, read_later, spawn_child, twice, value)"
+        "unknown method nope on Tracked (available: add, add_later, bump_slowly, label, merge, merge_later, peek_slowly, read_later, spawn_child, sum_with, twice, value)"
     );
     // Lifecycle names, the Rust names of hooks, setters and renamed methods are not callable.
     for hidden in ["__init__", "__del__", "new", "close", "set_value", "double_value", "Tracked"] {
@@ -443,4 +477,61 @@ fn many_async_exclusive_calls_lose_no_update() {
         calls.into_iter().for_each(|c| assert!(c.join().unwrap().is_ok()));
     });
     assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(50));
+}
+
+#[test]
+fn a_call_that_reaches_its_own_object_fails_at_once_naming_the_borrow() {
+    let mut host = Host::in_process(plugin()).unwrap();
+    // Waiting on itself used to hang for ever: a timeout makes that a failure.
+    host.set_timeout(Duration::from_secs(10));
+    let c = host.new_object("Tracked", [Value::from("reentry"), Value::Int(3)]).unwrap();
+    let expected = format!(
+        "Tracked.merge(): Tracked object {} is already mutably borrowed by this call, so it cannot be read until \
+         that borrow ends",
+        c.id
+    );
+    assert_eq!(host.call_method(&c.id, "merge", [remote(&c.id)]).unwrap_err().message(), expected);
+    let err = host.call_method(&c.id, "merge_later", [remote(&c.id)]).unwrap_err();
+    assert_eq!(err.message(), expected.replace("merge()", "merge_later()"));
+    // The object is not left held: later calls on it run.
+    assert_eq!(host.call_method(&c.id, "value", []).unwrap(), Value::Int(3));
+    // Shared twice by one call is fine.
+    assert_eq!(host.call_method(&c.id, "sum_with", [remote(&c.id)]).unwrap(), Value::Int(6));
+    // Two different objects merge as ever.
+    let d = host.new_object("Tracked", [Value::from("reentry-2"), Value::Int(4)]).unwrap();
+    assert_eq!(host.call_method(&c.id, "merge", [remote(&d.id)]).unwrap(), Value::Int(7));
+}
+
+#[test]
+fn a_waiting_writer_is_served_while_readers_keep_arriving() {
+    let host = Arc::new(Host::in_process(plugin().max_sync_threads(64)).unwrap());
+    let c = host.new_object("Tracked", [Value::from("fair"), Value::Int(1)]).unwrap();
+    // Sixteen callers keep the object read-held all the time, 20 ms each,
+    // until the writer is through (or ten seconds pass).
+    let writer_done = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let readers: Vec<_> = (0..16)
+        .map(|_| {
+            let (host, done, reads, id) =
+                (Arc::clone(&host), Arc::clone(&writer_done), Arc::clone(&reads), c.id.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    host.call_method(&id, "peek_slowly", [Value::Int(20)]).unwrap();
+                    reads.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    while reads.load(Ordering::SeqCst) < 32 {
+        std::thread::yield_now();
+    }
+    let written = host.call_method(&c.id, "bump_slowly", [Value::Int(1)]);
+    let in_time = Instant::now() < deadline;
+    writer_done.store(true, Ordering::SeqCst);
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    assert_eq!(written.unwrap(), Value::Int(2));
+    assert!(in_time, "the writer waited until the readers stopped");
 }

@@ -175,6 +175,62 @@ fn a_host_that_never_acknowledges_delays_an_answer_by_the_bound_only() {
 }
 
 #[test]
+fn against_a_host_that_never_acknowledges_only_the_first_answer_waits_and_nothing_piles_up() {
+    let host = Host::in_process(plugin().log_ack_timeout(Duration::from_millis(100))).unwrap();
+    host.set_jitter(Duration::ZERO);
+    host.acknowledge_logs(false);
+    // Each call used to wait out the bound (5 000 x 100 ms), and to leave a
+    // waiter for every record for good.
+    let started = Instant::now();
+    for i in 0..5_000 {
+        assert_eq!(host.call("log_many", [Value::Int(1)]).unwrap(), Value::Int(1), "call {i}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    let pending = host.pending_requests().unwrap();
+    assert!(pending <= 1, "{pending} records wait for an acknowledgement");
+    assert_eq!(host.wait_for_logs(5_000, WAIT).unwrap().len(), 5_000, "every record was sent");
+    // A host that acknowledges again is waited for again, once a probe
+    // record sent after the last one went stale is acknowledged.
+    host.acknowledge_logs(true);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(host.call("log_many", [Value::Int(1)]).unwrap(), Value::Int(1));
+    host.wait_for_logs(5_001, WAIT).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while host.pending_requests() != Some(0) {
+        assert!(Instant::now() < deadline, "the probe was acknowledged");
+        std::thread::yield_now();
+    }
+    assert_eq!(host.call("log_many", [Value::Int(3)]).unwrap(), Value::Int(3));
+    // Ordered again: the answer came after all three were handled.
+    assert_eq!(host.logs().len(), 5_004);
+}
+
+/// Resident memory of process `pid`, in KiB (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn acknowledged_log_records_leave_nothing_behind_their_calls() {
+    let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
+    host.set_jitter(Duration::ZERO);
+    let log = |n: usize| {
+        for _ in 0..n {
+            assert_eq!(host.call("log_inside", [Value::from("x")]).unwrap(), Value::from("x"));
+        }
+    };
+    log(2_000);
+    let before = rss_kib(host.pid().unwrap());
+    log(20_000);
+    let after = rss_kib(host.pid().unwrap());
+    // A timer per call, each holding its call for 5 s, once grew this by
+    // tens of MiB.
+    assert!(after < before + 4 * 1024, "RSS {before} -> {after} KiB over 20 000 logging calls");
+}
+
+#[test]
 fn destroy_hooks_log_through_the_host_before_destroy_is_answered() {
     let host = Host::in_process(plugin()).unwrap();
     host.set_jitter(Duration::from_millis(2));
@@ -256,6 +312,40 @@ fn a_batch_holding_shutdown_is_answered_whole() {
 }
 
 // ---- the sync pool ------------------------------------------------------------
+
+#[test]
+#[cfg(target_os = "linux")]
+fn on_one_cpu_a_callbacks_answer_is_read_while_another_handler_computes() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    common::on_one_cpu(&mut command);
+    let host = Arc::new(Host::spawn(command).unwrap());
+    host.set_jitter(Duration::ZERO);
+    host.on_callback(|_, _, _| Ok(Value::Int(7)));
+    host.handshake().unwrap();
+    // Three sleeps at once grow the pool; their threads then wait idle.
+    let sleeps: Vec<_> = (0..3)
+        .map(|_| {
+            let host = Arc::clone(&host);
+            std::thread::spawn(move || host.call("sleep_ms", [Value::Int(50)]).unwrap())
+        })
+        .collect();
+    for sleep in sleeps {
+        sleep.join().unwrap();
+    }
+    // One handler computes for 3 s; meanwhile a call waits on the host.
+    let spinner = {
+        let host = Arc::clone(&host);
+        std::thread::spawn(move || host.call("spin_ms", [Value::Int(3000)]).unwrap())
+    };
+    host.wait_for_stderr("fixture: sleeping", WAIT).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    assert_eq!(host.call("call_me", [cb("cb-1")]).unwrap(), Value::Int(7));
+    let took = started.elapsed();
+    spinner.join().unwrap();
+    // The answer used to be read only once the computing handler ended.
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
 
 /// A host whose `cb-hold` callbacks wait until released, reporting each
 /// arrival, and whose `cb-reenter` callbacks call `quick` on the plugin.

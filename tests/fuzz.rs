@@ -6,7 +6,9 @@
 //! - the plugin never dies or hangs: it answers a final ping and exits 0
 //!   at EOF;
 //! - every request carrying an id is answered exactly once, with that id
-//!   echoed byte for byte, and nothing answers an id nobody sent;
+//!   echoed byte for byte, and nothing answers an id nobody sent (a line
+//!   without `method` is an answer to one of the plugin's requests, and is
+//!   never answered itself);
 //! - stdout carries only JSON lines.
 //!
 //! The coverage-guided fuzz targets for the codec and the envelope are in
@@ -136,6 +138,11 @@ fn fresh_id(rng: &mut Rng, n: usize) -> String {
 
 /// One request line with `id` (raw JSON text), or a notification.
 fn request(rng: &mut Rng, id: Option<&str>) -> String {
+    request_and_kind(rng, id).0
+}
+
+/// [`request`], and whether the line is a request (has `method`).
+fn request_and_kind(rng: &mut Rng, id: Option<&str>) -> (String, bool) {
     let methods = [
         "function.call",
         "object.new",
@@ -151,18 +158,25 @@ fn request(rng: &mut Rng, id: Option<&str>) -> String {
     if let Some(id) = id {
         fields.push(format!(r#""id":{id}"#));
     }
-    match rng.below(20) {
-        0 => fields.push(r#""method":5"#.to_owned()),
-        1 => {}
-        _ => fields.push(format!(r#""method":"{method}""#)),
-    }
+    let is_request = match rng.below(20) {
+        0 => {
+            fields.push(r#""method":5"#.to_owned());
+            true
+        }
+        // No method: an answer to a request of the plugin's (malformed).
+        1 => false,
+        _ => {
+            fields.push(format!(r#""method":"{method}""#));
+            true
+        }
+    };
     if let Some(p) = params(rng, method) {
         fields.push(format!(r#""params":{p}"#));
     }
     // Field order does not matter to a JSON-RPC server.
     let rotate = rng.below(fields.len());
     fields.rotate_left(rotate);
-    format!("{{{}}}", fields.join(","))
+    (format!("{{{}}}", fields.join(",")), is_request)
 }
 
 /// Lines that are not requests: broken JSON, bytes that are not UTF-8,
@@ -232,16 +246,18 @@ fn run(seed: u64, lines: usize) {
         match rng.below(100) {
             0..60 => {
                 let id = id(&mut rng);
-                input.extend(request(&mut rng, Some(&id)).bytes());
-                expected.insert(id, (1, 0));
+                let (line, is_request) = request_and_kind(&mut rng, Some(&id));
+                input.extend(line.bytes());
+                expected.insert(id, (usize::from(is_request), 0));
             }
             60..70 => {
                 let mut items = Vec::new();
                 for _ in 0..1 + rng.below(5) {
                     if rng.chance(80) {
                         let id = id(&mut rng);
-                        items.push(request(&mut rng, Some(&id)));
-                        expected.insert(id, (1, 0));
+                        let (item, is_request) = request_and_kind(&mut rng, Some(&id));
+                        items.push(item);
+                        expected.insert(id, (usize::from(is_request), 0));
                     } else {
                         items.push(request(&mut rng, None));
                     }

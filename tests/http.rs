@@ -690,3 +690,68 @@ fn batches_are_capped_and_memory_goes_back_after_big_ones() {
     // ...and what they took goes back.
     assert!(after < settled + 2 * size_kib, "RSS settled at {settled} KiB, {after} KiB after");
 }
+
+#[test]
+fn a_time_too_long_to_hold_is_a_configuration_error_naming_the_variable() {
+    for (variable, value) in [("SCRIPTLING_PLUGIN_TIMEOUT", "1e20"), ("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", "1e300")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
+            .env("SCRIPTLING_PLUGIN_LISTEN", "127.0.0.1:0")
+            .env(variable, value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("Error: invalid transport configuration: {variable} must be at most")),
+            "{stderr}"
+        );
+    }
+}
+
+fn new_resource(name: &str) -> String {
+    json!({"jsonrpc":"2.0","id":1,"method":"object.new","params":{"class":"Resource","args":[s(name)]}}).to_string()
+}
+
+#[test]
+fn each_client_keeps_at_most_its_object_limit() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_MAX_OBJECTS", "3")]);
+    let alice = [("X-Scriptling-Client", "alice")];
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let (_, out) = served.post_with(&alice, new_resource(&format!("a{n}")).as_bytes());
+        ids.push(out["result"]["id"].as_str().expect("created").to_owned());
+    }
+    let (_, refused) = served.post_with(&alice, new_resource("a3").as_bytes());
+    assert_eq!(
+        refused["error"]["message"],
+        "Resource(): cannot return the result: cannot create another Resource object: this client already has 3 \
+         objects alive, the most it may keep (SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects); destroy \
+         objects it no longer needs (release() in a script)"
+    );
+    // Another client has its own allowance; a destroyed object frees a place.
+    let (_, bob) = served.post_with(&[("X-Scriptling-Client", "bob")], new_resource("b").as_bytes());
+    assert!(bob["result"]["id"].is_string(), "{bob}");
+    let destroy = json!({"jsonrpc":"2.0","id":2,"method":"object.destroy","params":{"object_id": ids[0]}});
+    served.post_with(&alice, destroy.to_string().as_bytes());
+    let (_, again) = served.post_with(&alice, new_resource("a4").as_bytes());
+    assert!(again["result"]["id"].is_string(), "{again}");
+}
+
+#[test]
+fn a_clients_shutdown_is_answered_within_the_grace_whatever_its_hooks_do() {
+    let served = Served::fixture(&[("FIXTURE_GRACE_MS", "500")]);
+    let client = [("X-Scriptling-Client", "stuck")];
+    let stuck = json!({"jsonrpc":"2.0","id":1,"method":"object.new","params":{"class":"Stuck","args":[i(60_000)]}});
+    let (_, made) = served.post_with(&client, stuck.to_string().as_bytes());
+    assert!(made["result"]["id"].is_string(), "{made}");
+    let started = Instant::now();
+    let (status, out) = served.post_with(&client, br#"{"jsonrpc":"2.0","id":9,"method":"plugin.shutdown"}"#);
+    assert_eq!((status, out["result"].clone()), (200, J::Null));
+    // The grace is 500 ms; the hook blocks for a minute.
+    assert!(started.elapsed() >= Duration::from_millis(450), "{:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let stderr = served.wait_for_stderr("did not finish");
+    assert!(stderr.contains("Stuck object"), "{stderr}");
+}

@@ -271,7 +271,7 @@ fn malformed_input_is_answered_and_serving_continues() {
         (b"[]", -32600),
         (b"42", -32600),
         (b"\"text\"", -32600),
-        (b"{\"jsonrpc\":\"2.0\",\"id\":5}", -32600),
+        (b"{}", -32600),
         (b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":[1]}", -32600),
     ];
     for (line, code) in cases {
@@ -280,13 +280,52 @@ fn malformed_input_is_answered_and_serving_continues() {
         assert_eq!(f["error"]["code"], code, "{}: {f}", String::from_utf8_lossy(line));
         assert!(f["error"]["message"].as_str().unwrap().len() > 10, "{f}");
     }
-    // The id is kept when it can be read.
-    host.send_raw(br#"{"jsonrpc":"2.0","id":5}"#).unwrap();
-    assert_eq!(frame(&host)["id"], 5);
+    // The id is kept when it can be read from a request.
+    host.send_raw(br#"{"jsonrpc":"2.0","id":7,"method":5}"#).unwrap();
+    assert_eq!(frame(&host)["id"], 7);
     // Blank lines are skipped and a trailing CR is tolerated.
     host.send_raw(b"\n   \r\n{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\r").unwrap();
     assert_eq!(frame(&host)["id"], 11);
     assert_eq!(host.call("greet", [s("Ada")]).unwrap(), s("Hello, Ada"));
+}
+
+#[test]
+fn shapes_json_rpc_forbids_are_invalid_requests_with_a_null_id() {
+    let host = host();
+    let deep_id = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep = format!(r#"{{"jsonrpc":"2.0","id":{deep_id},"method":"ping"}}"#);
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+        r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#,
+        r#"{"id":6,"method":"ping"}"#,
+        r#"{"jsonrpc":2,"id":7,"method":"ping"}"#,
+        &deep,
+    ];
+    for line in lines {
+        host.send_raw(line).unwrap();
+        let f = frame(&host);
+        assert_eq!((f["error"]["code"].as_i64(), &f["id"]), (Some(-32600), &J::Null), "{:.80}: {f}", line);
+    }
+    let f = host.request("ping", J::Null).unwrap();
+    assert_eq!(f, json!({"status": "ok"}));
+}
+
+#[test]
+fn a_message_that_is_not_a_request_is_never_answered() {
+    let host = host();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":5}"#,
+        r#"{"jsonrpc":"2.0","id":6,"result":{"type":"null"}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"no"}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"result":1,"error":{"code":1,"message":"both"}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"id":10,"result":1}"#,
+    ] {
+        host.send_raw(line).unwrap();
+    }
+    host.send_raw(r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#).unwrap();
+    assert_eq!(frame(&host)["id"], "after", "nothing answered the answers");
 }
 
 #[test]

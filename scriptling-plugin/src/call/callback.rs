@@ -130,7 +130,7 @@ impl Callback {
     /// Calls the function with positional and keyword arguments, blocking
     /// until the host answers.
     pub fn call_kw<T: FromValue>(&self, args: impl IntoArgs, kwargs: BTreeMap<String, Value>) -> Result<T, CallError> {
-        if context::in_async_poll() {
+        if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
             return Err(CallError::new(format!(
                 "callback {}: use `call_async(..).await` in async code; the blocking form would stall the async runtime",
                 self.id
@@ -139,8 +139,8 @@ impl Callback {
         let (scope, params) = self.prepare(args, kwargs)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
-            let pending = scope.link.request("callback.call", &params).map_err(|e| self.failure(e))?;
-            pending.wait_blocking()
+            let pending = scope.link.request_blocking("callback.call", &params).map_err(|e| self.failure(e))?;
+            pending.wait_blocking(scope.link.waits.callback)
         };
         self.reply(reply)
     }
@@ -159,8 +159,8 @@ impl Callback {
         let (scope, params) = self.prepare(args, kwargs)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
-            let pending = scope.link.request("callback.call", &params).map_err(|e| self.failure(e))?;
-            pending.wait().await
+            let pending = scope.link.request_async("callback.call", &params).map_err(|e| self.failure(e))?;
+            pending.wait(scope.link.waits.callback).await
         };
         self.reply(reply)
     }
@@ -206,6 +206,13 @@ impl Callback {
             // The script's own error: pass its message through untouched.
             OutgoingError::Remote { message, .. } => CallError::new(message),
             OutgoingError::Closed(reason) => CallError::new(format!("callback {} failed: {reason}", self.id)),
+            OutgoingError::Malformed(why) => {
+                CallError::new(format!("callback {}: the host's answer is malformed: {why}", self.id))
+            }
+            OutgoingError::TimedOut(limit) => CallError::new(format!(
+                "callback {}: the host did not answer within {limit:?} (Plugin::callback_timeout)",
+                self.id
+            )),
             OutgoingError::Unsupported(reason) => CallError::new(reason),
             OutgoingError::Unsendable(reason) => CallError::new(format!("callback {}: {reason}", self.id)),
         }

@@ -1,31 +1,43 @@
-//! The per-call context: the state of one call and what it may reach,
-//! found by conversions and handles through a thread-local.
+//! The per-call context: the state of one call and what it may reach, found
+//! by conversions and handles through one thread-local.
 //!
 //! Some conversions need more than the value: returning a class instance
-//! inserts it into the object table, a `ObjectRef<T>` argument looks its id up
-//! there, and a `Callback` must remember how to reach the host. They find the
-//! current call here. The SDK installs the context around a sync handler's
-//! whole run and around every poll of an async handler's future, so it is
-//! present in argument conversion, the handler body and result conversion
-//! alike, wherever a value is nested. Code running on threads or tasks the
-//! handler spawns itself has no current call.
+//! inserts it into the object table, an `Object<T>` argument looks its id
+//! up there, and a `Callback` must remember how to reach the host. They
+//! find the current call here. The SDK installs the context around a sync
+//! handler's whole run and around every poll of an async handler's future
+//! ([`Scoped`]), so it is present in argument conversion, the handler body
+//! and result conversion alike, wherever a value is nested. Code running on
+//! threads or tasks the handler spawns itself has no current call.
+//!
+//! This is the only thread-local the runtime keeps about calls: whether a
+//! thread polls an async handler, and which pool (if any) lends its place
+//! while it waits on the host, are part of the scope.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::call::link::Link;
-use crate::call::logger::LogStream;
+use crate::call::logstream::LogStream;
 use crate::support::lock;
+use crate::support::sync::{AtomicBool, AtomicUsize, Ordering};
 
 /// Something that wants to hear when a call starts or stops waiting on the
 /// host: an object the call holds, whose waiters may then fail fast.
 pub(crate) trait HostWaitListener: Send + Sync {
     /// The holder started or stopped waiting on the host.
     fn holder_changed(&self);
+}
+
+/// A pool whose thread runs the current call: told when the call waits on
+/// the host, so it can start another thread for queued work meanwhile.
+pub(crate) trait HostWaits: Send + Sync {
+    /// This thread starts waiting on the host; its place is free until the
+    /// returned guard is dropped.
+    fn host_wait(&self) -> Box<dyn Send>;
 }
 
 /// The state of one call, shared with anything that outlives its handler
@@ -36,7 +48,7 @@ pub(crate) struct CallState {
     finished: AtomicBool,
     waiting_on_host: AtomicUsize,
     /// Objects this call holds a guard on.
-    listeners: Mutex<Vec<Arc<dyn HostWaitListener>>>,
+    listeners: std::sync::Mutex<Vec<Arc<dyn HostWaitListener>>>,
     /// The call's log records on their way to the host.
     pub(crate) logs: LogStream,
 }
@@ -48,7 +60,7 @@ impl CallState {
             label,
             finished: AtomicBool::new(false),
             waiting_on_host: AtomicUsize::new(0),
-            listeners: Mutex::new(Vec::new()),
+            listeners: std::sync::Mutex::new(Vec::new()),
             logs: LogStream::default(),
         })
     }
@@ -87,16 +99,17 @@ impl CallState {
     }
 
     /// Marks the call as waiting for the host until the guard is dropped:
-    /// the objects it holds tell their waiters, and the thread's pool lends
-    /// its capacity to other calls meanwhile.
+    /// the objects it holds tell their waiters, and if this thread is the
+    /// pool thread running the call, the pool lends its place meanwhile.
     pub(crate) fn wait_on_host(self: &Arc<Self>) -> WaitingOnHost {
         self.waiting_on_host.fetch_add(1, Ordering::AcqRel);
         self.tell_listeners();
-        let blocking = BLOCKING.with(|b| b.borrow().clone());
-        if let Some(hook) = &blocking {
-            hook.enter();
-        }
-        WaitingOnHost { call: Arc::clone(self), blocking }
+        let pool = CURRENT.with(|current| {
+            let current = current.borrow();
+            let scope = current.as_ref().filter(|s| Arc::ptr_eq(&s.call, self))?;
+            scope.pool.as_ref().map(|pool| pool.host_wait())
+        });
+        WaitingOnHost { call: Arc::clone(self), _pool: pool }
     }
 
     fn tell_listeners(&self) {
@@ -110,14 +123,12 @@ impl CallState {
 /// Marks a call as waiting on the host while it lives.
 pub(crate) struct WaitingOnHost {
     call: Arc<CallState>,
-    blocking: Option<Arc<dyn BlockingHook>>,
+    /// The pool's own guard, dropped first (field order).
+    _pool: Option<Box<dyn Send>>,
 }
 
 impl Drop for WaitingOnHost {
     fn drop(&mut self) {
-        if let Some(hook) = &self.blocking {
-            hook.exit();
-        }
         self.call.waiting_on_host.fetch_sub(1, Ordering::AcqRel);
         self.call.tell_listeners();
     }
@@ -132,54 +143,15 @@ pub(crate) struct CallScope {
     /// The client the call came from (HTTP's `X-Scriptling-Client`): the
     /// objects it creates are its own. `None` on stdio.
     pub(crate) owner: Option<Arc<str>>,
-}
-
-/// Told when a thread blocks waiting for the host, so the pool that owns
-/// the thread can start another one for the work queued behind it.
-pub(crate) trait BlockingHook: Send + Sync {
-    /// This thread starts waiting on the host.
-    fn enter(&self);
-    /// This thread stopped waiting on the host.
-    fn exit(&self);
+    /// The pool whose thread runs the call (sync handlers only).
+    pub(crate) pool: Option<Arc<dyn HostWaits>>,
+    /// Set while an async handler's future is polled (where blocking on
+    /// the host would stall the runtime).
+    pub(crate) in_async: bool,
 }
 
 thread_local! {
     static CURRENT: RefCell<Option<CallScope>> = const { RefCell::new(None) };
-    /// Set while an async handler's future is being polled on this thread.
-    static IN_ASYNC_POLL: Cell<bool> = const { Cell::new(false) };
-    /// The pool this thread belongs to, if any.
-    static BLOCKING: RefCell<Option<Arc<dyn BlockingHook>>> = const { RefCell::new(None) };
-}
-
-/// Runs `wait`, a wait for the host that is not a call's (reading its
-/// next line), telling this thread's pool so it can lend the thread's place.
-pub(crate) fn waiting_on_host<R>(wait: impl FnOnce() -> R) -> R {
-    // Once per line read: the hook is borrowed where it is, not cloned (a
-    // `WaitingOnHost` keeps its own, as it may be dropped on another thread).
-    fn tell(step: fn(&dyn BlockingHook)) {
-        BLOCKING.with(|b| b.borrow().as_deref().map(step));
-    }
-    /// Tells the pool the wait is over, even if `wait` unwinds.
-    struct Waiting;
-    impl Drop for Waiting {
-        fn drop(&mut self) {
-            tell(|hook| hook.exit());
-        }
-    }
-    tell(|hook| hook.enter());
-    let _waiting = Waiting;
-    wait()
-}
-
-/// Declares the pool that owns this thread (set once by each pool thread).
-pub(crate) fn set_blocking_hook(hook: Arc<dyn BlockingHook>) {
-    BLOCKING.with(|b| *b.borrow_mut() = Some(hook));
-}
-
-/// Whether this thread is polling an async handler (where blocking on the
-/// host would stall the runtime).
-pub(crate) fn in_async_poll() -> bool {
-    IN_ASYNC_POLL.with(Cell::get)
 }
 
 /// Installs `scope` as the current call until the guard is dropped.
@@ -206,15 +178,28 @@ pub(crate) fn current() -> Option<CallScope> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// The current call's name, if the SDK is running one on this thread.
-pub(crate) fn current_label() -> Option<Arc<str>> {
-    CURRENT.with(|c| c.borrow().as_ref().map(|s| Arc::clone(&s.call.label)))
+/// `f` of the current call's scope, without cloning it.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&CallScope>) -> R) -> R {
+    CURRENT.with(|c| f(c.borrow().as_ref()))
 }
 
-/// A future that runs every poll of `F` inside `scope`.
+/// The current call's name, if the SDK is running one on this thread.
+pub(crate) fn current_label() -> Option<Arc<str>> {
+    with_current(|scope| scope.map(|s| Arc::clone(&s.call.label)))
+}
+
+/// A future that runs every poll of `F` inside its scope (marked async).
 pub(crate) struct Scoped<F> {
-    pub(crate) scope: CallScope,
-    pub(crate) inner: F,
+    scope: CallScope,
+    inner: F,
+}
+
+impl<F> Scoped<F> {
+    pub(crate) fn new(mut scope: CallScope, inner: F) -> Self {
+        scope.in_async = true;
+        scope.pool = None;
+        Self { scope, inner }
+    }
 }
 
 impl<F: Future + Unpin> Future for Scoped<F> {
@@ -222,14 +207,11 @@ impl<F: Future + Unpin> Future for Scoped<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let _entered = enter(self.scope.clone());
-        let was_async = IN_ASYNC_POLL.with(|f| f.replace(true));
-        let poll = Pin::new(&mut self.inner).poll(cx);
-        IN_ASYNC_POLL.with(|f| f.set(was_async));
-        poll
+        Pin::new(&mut self.inner).poll(cx)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
@@ -242,33 +224,54 @@ mod tests {
         }
     }
 
-    impl BlockingHook for Counting {
-        fn enter(&self) {
-            self.0.fetch_add(10, Ordering::SeqCst);
-        }
-        fn exit(&self) {
+    /// Counts host waits: +10 when one starts, +100 when it ends.
+    struct Pool(Arc<AtomicUsize>);
+
+    struct Waiting(Arc<AtomicUsize>);
+
+    impl Drop for Waiting {
+        fn drop(&mut self) {
             self.0.fetch_add(100, Ordering::SeqCst);
         }
     }
 
+    impl HostWaits for Pool {
+        fn host_wait(&self) -> Box<dyn Send> {
+            self.0.fetch_add(10, Ordering::SeqCst);
+            Box::new(Waiting(Arc::clone(&self.0)))
+        }
+    }
+
+    fn scope(call: &Arc<CallState>, pool: Option<Arc<dyn HostWaits>>) -> CallScope {
+        let link = Arc::new(crate::call::link::Link::detached());
+        CallScope { link, call: Arc::clone(call), owner: None, pool, in_async: false }
+    }
+
     #[test]
-    fn waiting_on_the_host_tells_held_objects_and_the_pool() {
+    fn waiting_on_the_host_tells_held_objects_and_the_running_threads_pool() {
         let call = CallState::new("f".into());
         let object = Arc::new(Counting(AtomicUsize::new(0)));
         let listener: Arc<dyn HostWaitListener> = object.clone();
         call.listen(Arc::clone(&listener));
-        let pool = Arc::new(Counting(AtomicUsize::new(0)));
-        set_blocking_hook(pool.clone());
+        let counts = Arc::new(AtomicUsize::new(0));
+        let entered = enter(scope(&call, Some(Arc::new(Pool(Arc::clone(&counts))))));
         assert!(!call.is_waiting_on_host());
         let waiting = call.wait_on_host();
         assert!(call.is_waiting_on_host());
-        assert_eq!((object.0.load(Ordering::SeqCst), pool.0.load(Ordering::SeqCst)), (1, 10));
+        assert_eq!((object.0.load(Ordering::SeqCst), counts.load(Ordering::SeqCst)), (1, 10));
         drop(waiting);
         assert!(!call.is_waiting_on_host());
-        assert_eq!((object.0.load(Ordering::SeqCst), pool.0.load(Ordering::SeqCst)), (2, 110));
+        assert_eq!((object.0.load(Ordering::SeqCst), counts.load(Ordering::SeqCst)), (2, 110));
+        drop(entered);
+        // From another thread (a handle passed on), the pool is not told;
+        // the objects are.
+        std::thread::scope(|s| {
+            s.spawn(|| drop(call.wait_on_host()));
+        });
+        assert_eq!((object.0.load(Ordering::SeqCst), counts.load(Ordering::SeqCst)), (4, 110));
         call.unlisten(&listener);
         drop(call.wait_on_host());
-        assert_eq!(object.0.load(Ordering::SeqCst), 2, "a released object hears nothing");
+        assert_eq!(object.0.load(Ordering::SeqCst), 4, "a released object hears nothing more");
     }
 
     #[test]

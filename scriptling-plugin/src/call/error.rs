@@ -34,14 +34,19 @@ impl CallError {
         Self { message: message.into(), qualify: false }
     }
 
-    /// An error the SDK raises about a call; the call's name is prepended
-    /// when the response is written.
+    /// An error the SDK raises about a call, prefixed with the call's name
+    /// (`greet(): ...`): at once when raised inside the call (so the name
+    /// stays when plugin code passes the error on with `?`), or when the
+    /// response is written.
     pub(crate) fn about_call(message: impl Into<String>) -> Self {
-        Self { message: message.into(), qualify: true }
+        match crate::call::context::current_label() {
+            Some(label) => Self { message: format!("{label}(): {}", message.into()), qualify: false },
+            None => Self { message: message.into(), qualify: true },
+        }
     }
 
-    /// The message, as it will reach the host (without a name prefix the SDK
-    /// may add).
+    /// The message, as it will reach the host (an error the SDK raised
+    /// about a call outside it gains the call's name when it is answered).
     pub fn message(&self) -> &str {
         &self.message
     }

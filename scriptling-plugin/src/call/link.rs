@@ -1,5 +1,5 @@
 //! [`Link`]: what the calls of one session may reach: its object table,
-//! the classes it can instantiate, and (on stdio) the host itself.
+//! the classes it can instantiate, the runtime, and (on stdio) the host.
 //!
 //! This is the narrow handle a call's context holds instead of the whole
 //! session: a call can send a request to the host, resolve or create an
@@ -7,11 +7,13 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::runtime::Handle;
 
+use crate::call::logstream::LogHealth;
 use crate::call::objects::{ClassInfo, ObjectTable};
 use crate::call::outgoing::{Outgoing, OutgoingError, Pending, Reply};
 use crate::rpc;
@@ -29,6 +31,15 @@ pub(crate) struct HostChannel {
     pub(crate) sink: Arc<dyn FrameSink>,
 }
 
+/// How long the plugin waits on the host.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Waits {
+    /// For the answer to a `callback.call`.
+    pub(crate) callback: Duration,
+    /// For a call's log records to be acknowledged before its answer.
+    pub(crate) log_ack: Duration,
+}
+
 /// What the calls of one session may reach.
 pub(crate) struct Link {
     /// The library name, as put in remote references.
@@ -37,9 +48,12 @@ pub(crate) struct Link {
     classes: HashMap<TypeId, Arc<ClassInfo>>,
     /// `None` where the transport cannot carry the plugin's own requests (HTTP).
     host: Option<HostChannel>,
-    /// The runtime that times the session's bounds (log acknowledgements),
-    /// set once it is built (stdio starts reading before that).
-    runtime: Arc<OnceLock<Handle>>,
+    /// Runs async handlers and times the bounds on log acknowledgements
+    /// (`None` only in unit tests).
+    runtime: Option<Handle>,
+    pub(crate) waits: Waits,
+    /// Whether the host acknowledges log records (see `call/logstream.rs`).
+    pub(crate) log_health: LogHealth,
 }
 
 impl Link {
@@ -48,15 +62,38 @@ impl Link {
         objects: ObjectTable,
         classes: impl IntoIterator<Item = Arc<ClassInfo>>,
         host: Option<HostChannel>,
-        runtime: Arc<OnceLock<Handle>>,
+        runtime: Handle,
+        waits: Waits,
     ) -> Self {
         let classes = classes.into_iter().map(|c| (c.type_id, c)).collect();
-        Self { library, objects, classes, host, runtime }
+        Self { library, objects, classes, host, runtime: Some(runtime), waits, log_health: LogHealth::default() }
     }
 
-    /// The session's runtime (waiting the moment it takes to build it).
-    pub(crate) fn runtime(&self) -> &Handle {
-        self.runtime.wait()
+    /// A link to nothing, for unit tests: no host, no classes, the current
+    /// runtime if there is one.
+    #[cfg(all(test, not(scriptling_loom)))]
+    pub(crate) fn detached() -> Self {
+        let waits = Waits { callback: Duration::from_secs(60), log_ack: Duration::from_secs(5) };
+        Self {
+            library: "lib".into(),
+            objects: ObjectTable::sequential(),
+            classes: HashMap::new(),
+            host: None,
+            runtime: Handle::try_current().ok(),
+            waits,
+            log_health: LogHealth::default(),
+        }
+    }
+
+    /// A link to `host` for unit tests of what travels to it.
+    #[cfg(all(test, not(scriptling_loom)))]
+    pub(crate) fn to_host(host: HostChannel, runtime: Handle, waits: Waits) -> Self {
+        Self::new("lib".into(), ObjectTable::sequential(), [], Some(host), runtime, waits)
+    }
+
+    /// The session's runtime.
+    pub(crate) fn runtime(&self) -> Option<&Handle> {
+        self.runtime.as_ref()
     }
 
     /// The registered class for the Rust type `type_id`.
@@ -77,35 +114,75 @@ impl Link {
         self.host.is_some()
     }
 
-    /// Sends one of the plugin's own requests and returns the waiter for
-    /// its answer.
-    pub(crate) fn request<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Pending, OutgoingError> {
+    /// Sends one of the plugin's own requests for a sync handler to block on.
+    pub(crate) fn request_blocking<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Pending, OutgoingError> {
         let host = self.host(method)?;
-        let pending = host.outgoing.register()?;
+        // Dropped (and so unregistered) if the request cannot be encoded.
+        let pending = host.outgoing.register_blocking()?;
         host.sink.send_frame(encode_request(pending.id(), method, params)?);
         Ok(pending)
     }
 
-    /// Sends a request whose answer is handed to `on_reply` (on the thread
-    /// that reads the host's answers, so it must be quick).
-    pub(crate) fn request_then<P: Serialize + ?Sized>(
+    /// Sends one of the plugin's own requests for an async handler to await.
+    pub(crate) fn request_async<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
-        on_reply: impl FnOnce(Reply) + Send + 'static,
+    ) -> Result<Pending, OutgoingError> {
+        let host = self.host(method)?;
+        let pending = host.outgoing.register_async()?;
+        host.sink.send_frame(encode_request(pending.id(), method, params)?);
+        Ok(pending)
+    }
+
+    /// Allocates an id for a request whose answer is handed to `on_reply`
+    /// (with the id, on the thread that reads the host's answers, so it
+    /// must be quick); send it with [`send_request`](Self::send_request).
+    pub(crate) fn register_then(
+        &self,
+        on_reply: impl FnOnce(u64, Reply) + Send + 'static,
+    ) -> Result<u64, OutgoingError> {
+        self.host("host.log")?.outgoing.register_then(on_reply)
+    }
+
+    /// Sends request `id` (see [`register_then`](Self::register_then)).
+    pub(crate) fn send_request<P: Serialize + ?Sized>(
+        &self,
+        id: u64,
+        method: &str,
+        params: &P,
     ) -> Result<(), OutgoingError> {
         let host = self.host(method)?;
-        let id = host.outgoing.register_then(on_reply)?;
-        match encode_request(id, method, params) {
-            Ok(frame) => {
-                host.sink.send_frame(frame);
-                Ok(())
-            }
-            Err(e) => {
-                host.outgoing.forget(id);
-                Err(e)
-            }
+        host.sink.send_frame(encode_request(id, method, params)?);
+        Ok(())
+    }
+
+    /// Sends a request nobody waits on (its answer is dropped as late).
+    pub(crate) fn request_untracked<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<(), OutgoingError> {
+        let host = self.host(method)?;
+        host.sink.send_frame(encode_request(host.outgoing.untracked()?, method, params)?);
+        Ok(())
+    }
+
+    /// Stops waiting for the answer to request `id` (it may still come, late).
+    pub(crate) fn forget(&self, id: u64) {
+        if let Some(host) = &self.host {
+            host.outgoing.forget(id);
         }
+    }
+
+    /// Requests to the host still waiting for an answer.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn pending_requests(&self) -> usize {
+        self.host.as_ref().map_or(0, |h| h.outgoing.pending_count())
     }
 }
 

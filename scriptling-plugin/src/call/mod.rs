@@ -11,5 +11,6 @@ pub(crate) mod context;
 pub(crate) mod error;
 pub(crate) mod link;
 pub(crate) mod logger;
+pub(crate) mod logstream;
 pub(crate) mod objects;
 pub(crate) mod outgoing;

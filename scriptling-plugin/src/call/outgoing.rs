@@ -1,21 +1,24 @@
 //! [`Outgoing`]: the plugin's own requests to the host (`callback.call`,
 //! `host.log`), in their own id space, with a map of pending waiters.
 //!
-//! Ids come from an atomic counter and never collide with each other; they
-//! may equal host ids, which is legal because responses are told from
-//! requests by the absence of `method`. The reader thread routes each
-//! response straight to its waiter (a channel a call blocks or awaits on, or
-//! a completion run in place); a waiter that is dropped (cancelled) removes
-//! its entry; closing the connection fails every waiter at once.
+//! Ids come from a counter and never collide with each other; they may
+//! equal host ids, which is legal because answers are told from requests by
+//! the absence of `method`. The reader routes each answer straight to its
+//! waiter (a channel a call blocks or awaits on, or a completion run in
+//! place); a waiter that gives up (times out, is cancelled) removes its
+//! entry, so a host that never answers leaves nothing behind; closing the
+//! connection fails every waiter at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
-use crate::rpc::RemoteErrorObject;
+use crate::rpc::Failure;
 use crate::support::lock;
 
 /// Why one of the plugin's own requests did not get a result.
@@ -23,6 +26,10 @@ use crate::support::lock;
 pub(crate) enum OutgoingError {
     /// The host answered with an error.
     Remote { code: i64, message: String },
+    /// The host's answer is not a well-formed response (what is wrong).
+    Malformed(String),
+    /// No answer came within the limit.
+    TimedOut(Duration),
     /// The connection closed (or was never able to reach the host).
     Closed(String),
     /// The transport cannot call the host (HTTP).
@@ -33,28 +40,39 @@ pub(crate) enum OutgoingError {
 
 pub(crate) type Reply = Result<Box<RawValue>, OutgoingError>;
 
-/// How long a blocking waiter spins before parking.
-const SPIN_FOR_REPLY: std::time::Duration = std::time::Duration::from_micros(60);
+/// What became of an answer from the host.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Routed {
+    /// Handed to its waiter.
+    Delivered,
+    /// An answer to a request the plugin sent but stopped waiting for.
+    Late,
+    /// No request of the plugin's ever had this id.
+    Unknown,
+}
 
 pub(crate) struct Outgoing {
     next_id: AtomicU64,
     state: Mutex<State>,
 }
 
-/// Who gets a response.
+/// Who gets an answer.
 enum Waiter {
-    /// A call blocking or awaiting on the other end.
-    Channel(oneshot::Sender<Reply>),
-    /// A completion run by whoever routes the response.
-    Then(Box<dyn FnOnce(Reply) + Send>),
+    /// A sync handler blocking on the other end.
+    Blocking(mpsc::SyncSender<Reply>),
+    /// An async handler awaiting the other end.
+    Async(oneshot::Sender<Reply>),
+    /// A completion run by whoever routes the answer, told its id.
+    Then(Box<dyn FnOnce(u64, Reply) + Send>),
 }
 
 impl Waiter {
-    fn deliver(self, reply: Reply) {
+    fn deliver(self, id: u64, reply: Reply) {
         match self {
             // The waiter may have given up in the meantime; nothing to do then.
-            Waiter::Channel(tx) => drop(tx.send(reply)),
-            Waiter::Then(f) => f(reply),
+            Waiter::Blocking(tx) => drop(tx.try_send(reply)),
+            Waiter::Async(tx) => drop(tx.send(reply)),
+            Waiter::Then(f) => f(id, reply),
         }
     }
 }
@@ -65,11 +83,16 @@ struct State {
     closed: Option<String>,
 }
 
-/// A registered request awaiting its response. Dropping it unregisters it.
+/// A registered request awaiting its answer. Dropping it unregisters it.
 pub(crate) struct Pending {
     id: u64,
-    rx: Option<oneshot::Receiver<Reply>>,
+    rx: Receiver,
     owner: Arc<Outgoing>,
+}
+
+enum Receiver {
+    Blocking(mpsc::Receiver<Reply>),
+    Async(oneshot::Receiver<Reply>),
 }
 
 impl Outgoing {
@@ -84,51 +107,68 @@ impl Outgoing {
         lock(&self.state)
     }
 
-    /// Allocates an id and registers a waiter for its response.
-    pub(crate) fn register(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
-        let (tx, rx) = oneshot::channel();
-        let id = self.insert(Waiter::Channel(tx))?;
-        Ok(Pending { id, rx: Some(rx), owner: Arc::clone(self) })
+    /// Allocates an id whose answer a sync handler will block for.
+    pub(crate) fn register_blocking(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let id = self.insert(Waiter::Blocking(tx))?;
+        Ok(Pending { id, rx: Receiver::Blocking(rx), owner: Arc::clone(self) })
     }
 
-    /// Allocates an id whose response is handed to `then`, wherever it is
-    /// routed (so `then` must be quick). Closing the connection hands it the
-    /// closing error.
-    pub(crate) fn register_then(&self, then: impl FnOnce(Reply) + Send + 'static) -> Result<u64, OutgoingError> {
+    /// Allocates an id whose answer an async handler will await.
+    pub(crate) fn register_async(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
+        let (tx, rx) = oneshot::channel();
+        let id = self.insert(Waiter::Async(tx))?;
+        Ok(Pending { id, rx: Receiver::Async(rx), owner: Arc::clone(self) })
+    }
+
+    /// Allocates an id whose answer is handed to `then` (with the id),
+    /// wherever it is routed (so `then` must be quick). Closing the
+    /// connection hands it the closing error; [`forget`](Self::forget)
+    /// drops it untold.
+    pub(crate) fn register_then(&self, then: impl FnOnce(u64, Reply) + Send + 'static) -> Result<u64, OutgoingError> {
         self.insert(Waiter::Then(Box::new(then)))
     }
 
-    /// Drops the waiter of `id` without telling it (its request was never sent).
+    /// Allocates an id nobody waits on: its answer, if any, is dropped as late.
+    pub(crate) fn untracked(&self) -> Result<u64, OutgoingError> {
+        if let Some(reason) = &self.state().closed {
+            return Err(OutgoingError::Closed(reason.clone()));
+        }
+        Ok(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Drops the waiter of `id` without telling it.
     pub(crate) fn forget(&self, id: u64) {
         self.state().pending.remove(&id);
     }
 
     /// Allocates an id for `waiter`, unless the connection is closed.
     fn insert(&self, waiter: Waiter) -> Result<u64, OutgoingError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut state = self.state();
         if let Some(reason) = &state.closed {
             return Err(OutgoingError::Closed(reason.clone()));
         }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.pending.insert(id, waiter);
         Ok(id)
     }
 
-    /// Routes a response to its waiter. Returns `false` for an id nobody is
-    /// waiting for (a late or foreign response), which the caller reports.
-    pub(crate) fn complete(&self, id: Option<&RawValue>, outcome: Result<&RawValue, RemoteErrorObject>) -> bool {
+    /// Routes an answer to its waiter.
+    pub(crate) fn complete(&self, id: Option<&RawValue>, outcome: Result<&RawValue, Failure>) -> Routed {
         let Some(id) = id.and_then(|raw| raw.get().parse::<u64>().ok()) else {
-            return false;
+            return Routed::Unknown;
         };
         let Some(waiter) = self.state().pending.remove(&id) else {
-            return false;
+            let issued = id != 0 && id < self.next_id.load(Ordering::Relaxed);
+            return if issued { Routed::Late } else { Routed::Unknown };
         };
         let reply = match outcome {
             Ok(result) => Ok(result.to_owned()),
-            Err(e) => Err(OutgoingError::Remote { code: e.code, message: e.message }),
+            Err(Failure::Remote(e)) => Err(OutgoingError::Remote { code: e.code, message: e.message }),
+            Err(Failure::Malformed(why)) => Err(OutgoingError::Malformed(why)),
         };
-        waiter.deliver(reply);
-        true
+        waiter.deliver(id, reply);
+        Routed::Delivered
     }
 
     /// Fails every pending request and every later one with `reason`.
@@ -138,12 +178,13 @@ impl Outgoing {
             state.closed.get_or_insert_with(|| reason.to_owned());
             state.pending.drain().collect()
         };
-        for (_, waiter) in drained {
-            waiter.deliver(Err(OutgoingError::Closed(reason.to_owned())));
+        for (id, waiter) in drained {
+            waiter.deliver(id, Err(OutgoingError::Closed(reason.to_owned())));
         }
     }
 
-    #[cfg(test)]
+    /// Requests waiting for an answer (for tests of boundedness).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn pending_count(&self) -> usize {
         self.state().pending.len()
     }
@@ -155,114 +196,123 @@ impl Pending {
         self.id
     }
 
-    /// Waits for the response.
-    pub(crate) async fn wait(mut self) -> Reply {
-        let rx = self.rx.take().expect("waited once");
-        rx.await.unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
+    /// Blocks the thread until the answer comes, for at most `limit` (a sync
+    /// handler's wait: it runs on the sync pool, never on the runtime).
+    pub(crate) fn wait_blocking(self, limit: Duration) -> Reply {
+        let Receiver::Blocking(rx) = &self.rx else { unreachable!("registered for a blocking wait") };
+        match rx.recv_timeout(limit) {
+            Ok(reply) => reply,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(OutgoingError::TimedOut(limit)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(OutgoingError::Closed("the connection closed".into())),
+        }
     }
 
-    /// Waits for the response, blocking the thread (for sync handlers, which
-    /// run on the sync pool, never on the async runtime).
-    pub(crate) fn wait_blocking(mut self) -> Reply {
-        let mut rx = self.rx.take().expect("waited once");
-        // A quick host answers within a few tens of microseconds: spin for
-        // that long before parking, which saves a thread wake-up per callback.
-        let deadline = std::time::Instant::now() + SPIN_FOR_REPLY;
-        let mut turns = 0u32;
-        loop {
-            match rx.try_recv() {
-                Ok(reply) => return reply,
-                Err(oneshot::error::TryRecvError::Closed) => {
-                    return Err(OutgoingError::Closed("the connection closed".into()));
-                }
-                Err(oneshot::error::TryRecvError::Empty) => {}
-            }
-            std::hint::spin_loop();
-            turns = turns.wrapping_add(1);
-            if turns.is_multiple_of(64) && std::time::Instant::now() >= deadline {
-                break;
-            }
+    /// Awaits the answer, for at most `limit`.
+    pub(crate) async fn wait(mut self, limit: Duration) -> Reply {
+        let Receiver::Async(rx) = &mut self.rx else { unreachable!("registered for an async wait") };
+        match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(OutgoingError::Closed("the connection closed".into())),
+            Err(_) => Err(OutgoingError::TimedOut(limit)),
         }
-        rx.blocking_recv().unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if self.rx.is_some() {
-            self.owner.state().pending.remove(&self.id);
-        }
+        // Gone already if it was answered.
+        self.owner.forget(self.id);
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
+    use crate::rpc::RemoteErrorObject;
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
     }
 
     #[tokio::test]
-    async fn responses_reach_their_own_waiter_in_any_order() {
+    async fn answers_reach_their_own_waiter_in_any_order() {
         let out = Outgoing::new();
-        let a = out.register().unwrap();
-        let b = out.register().unwrap();
+        let a = out.register_async().unwrap();
+        let b = out.register_async().unwrap();
         assert_ne!(a.id(), b.id());
         let (ida, idb) = (raw(&a.id().to_string()), raw(&b.id().to_string()));
-        assert!(out.complete(Some(&idb), Ok(&raw("\"B\""))));
-        assert!(out.complete(Some(&ida), Err(RemoteErrorObject { code: -32000, message: "no".into() })));
-        assert_eq!(b.wait().await.unwrap().get(), "\"B\"");
-        assert_eq!(a.wait().await.unwrap_err(), OutgoingError::Remote { code: -32000, message: "no".into() });
+        assert_eq!(out.complete(Some(&idb), Ok(&raw("\"B\""))), Routed::Delivered);
+        let no = Failure::Remote(RemoteErrorObject { code: -32000, message: "no".into() });
+        assert_eq!(out.complete(Some(&ida), Err(no)), Routed::Delivered);
+        let limit = Duration::from_secs(5);
+        assert_eq!(b.wait(limit).await.unwrap().get(), "\"B\"");
+        assert_eq!(a.wait(limit).await.unwrap_err(), OutgoingError::Remote { code: -32000, message: "no".into() });
         assert_eq!(out.pending_count(), 0);
     }
 
     #[test]
-    fn unknown_and_foreign_ids_are_refused() {
+    fn late_and_foreign_ids_are_told_apart() {
         let out = Outgoing::new();
-        assert!(!out.complete(Some(&raw("99")), Ok(&raw("null"))));
-        assert!(!out.complete(Some(&raw("\"x\"")), Ok(&raw("null"))));
-        assert!(!out.complete(None, Ok(&raw("null"))));
+        let issued = out.untracked().unwrap();
+        assert_eq!(out.complete(Some(&raw(&issued.to_string())), Ok(&raw("null"))), Routed::Late);
+        assert_eq!(out.complete(Some(&raw("99")), Ok(&raw("null"))), Routed::Unknown);
+        assert_eq!(out.complete(Some(&raw("\"x\"")), Ok(&raw("null"))), Routed::Unknown);
+        assert_eq!(out.complete(None, Ok(&raw("null"))), Routed::Unknown);
     }
 
     #[test]
-    fn a_dropped_waiter_cleans_its_entry() {
+    fn a_waiter_that_gives_up_leaves_nothing_behind() {
         let out = Outgoing::new();
-        let p = out.register().unwrap();
+        let p = out.register_blocking().unwrap();
         let id = raw(&p.id().to_string());
         assert_eq!(out.pending_count(), 1);
-        drop(p);
+        assert_eq!(
+            p.wait_blocking(Duration::from_millis(10)).unwrap_err(),
+            OutgoingError::TimedOut(Duration::from_millis(10))
+        );
         assert_eq!(out.pending_count(), 0);
-        assert!(!out.complete(Some(&id), Ok(&raw("null"))));
+        assert_eq!(out.complete(Some(&id), Ok(&raw("null"))), Routed::Late);
     }
 
     #[test]
-    fn completions_run_on_the_response_or_on_close() {
+    fn a_malformed_answer_fails_its_request() {
+        let out = Outgoing::new();
+        let p = out.register_blocking().unwrap();
+        let id = raw(&p.id().to_string());
+        out.complete(Some(&id), Err(Failure::Malformed("it has neither".into())));
+        assert_eq!(
+            p.wait_blocking(Duration::from_secs(5)).unwrap_err(),
+            OutgoingError::Malformed("it has neither".into())
+        );
+    }
+
+    #[test]
+    fn completions_run_on_the_answer_or_on_close() {
         let out = Outgoing::new();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = |seen: &Arc<Mutex<Vec<Reply>>>| {
             let seen = Arc::clone(seen);
-            move |reply| lock(&seen).push(reply)
+            move |_, reply| lock(&seen).push(reply)
         };
         let first = out.register_then(log(&seen)).unwrap();
         let _second = out.register_then(log(&seen)).unwrap();
         let forgotten = out.register_then(log(&seen)).unwrap();
         out.forget(forgotten);
-        assert!(out.complete(Some(&raw(&first.to_string())), Ok(&raw("7"))));
+        assert_eq!(out.complete(Some(&raw(&first.to_string())), Ok(&raw("7"))), Routed::Delivered);
         out.close("gone");
         let seen = lock(&seen);
         assert_eq!(seen.len(), 2, "the forgotten one is never told");
         assert_eq!(seen[0].as_ref().unwrap().get(), "7");
         assert_eq!(seen[1].as_ref().unwrap_err(), &OutgoingError::Closed("gone".into()));
-        assert_eq!(out.register_then(|_| {}).unwrap_err(), OutgoingError::Closed("gone".into()));
+        assert_eq!(out.register_then(|_, _| {}).unwrap_err(), OutgoingError::Closed("gone".into()));
     }
 
     #[test]
     fn close_fails_current_and_future_waiters() {
         let out = Outgoing::new();
-        let p = out.register().unwrap();
+        let p = out.register_blocking().unwrap();
         out.close("host gone");
-        assert_eq!(p.wait_blocking().unwrap_err(), OutgoingError::Closed("host gone".into()));
-        assert_eq!(out.register().err(), Some(OutgoingError::Closed("host gone".into())));
+        assert_eq!(p.wait_blocking(Duration::from_secs(5)).unwrap_err(), OutgoingError::Closed("host gone".into()));
+        assert_eq!(out.register_blocking().err(), Some(OutgoingError::Closed("host gone".into())));
     }
 }

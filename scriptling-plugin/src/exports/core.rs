@@ -1,12 +1,12 @@
 //! [`Core`]: a validated plugin, immutable while it is served, and the
 //! [`Options`] that tune its serving.
 
-use crate::support::NameMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::exports::class::ClassEntry;
 use crate::exports::function::Function;
+use crate::support::NameMap;
 
 /// Tunables of serving; each has a `Plugin` setter documenting it.
 #[derive(Clone, Debug)]
@@ -15,6 +15,7 @@ pub(crate) struct Options {
     pub(crate) max_batch_len: usize,
     pub(crate) shutdown_grace: Duration,
     pub(crate) log_ack_timeout: Duration,
+    pub(crate) callback_timeout: Duration,
     pub(crate) max_sync_threads: usize,
     pub(crate) input_spin: Duration,
     pub(crate) panic_backtraces: bool,
@@ -29,6 +30,7 @@ impl Default for Options {
             max_batch_len: 100_000,
             shutdown_grace: Duration::from_secs(5),
             log_ack_timeout: Duration::from_secs(5),
+            callback_timeout: Duration::from_secs(60),
             max_sync_threads: 512,
             input_spin: Duration::from_micros(50),
             panic_backtraces: false,

@@ -18,6 +18,14 @@ pub enum ServeError {
     /// The binary was started with arguments it does not take (see
     /// [`Plugin::run`](crate::Plugin::run)): the problem, then the usage.
     Usage(String),
+    /// Answers owed to the host could not be delivered: it stopped reading
+    /// the plugin's output at the end of the session.
+    Undelivered {
+        /// How many answers were lost.
+        answers: usize,
+        /// Why (what the host did).
+        reason: String,
+    },
 }
 
 impl fmt::Debug for ServeError {
@@ -35,6 +43,10 @@ impl fmt::Display for ServeError {
             ServeError::Config(problem) => write!(f, "invalid transport configuration: {problem}"),
             ServeError::Io(e) => write!(f, "plugin transport failed: {e}"),
             ServeError::Usage(text) => f.write_str(text),
+            ServeError::Undelivered { answers, reason } => {
+                let plural = if *answers == 1 { "" } else { "s" };
+                write!(f, "{answers} answer{plural} to the host could not be delivered: {reason}")
+            }
         }
     }
 }
@@ -43,7 +55,9 @@ impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ServeError::Io(e) => Some(e),
-            ServeError::Invalid(_) | ServeError::Config(_) | ServeError::Usage(_) => None,
+            ServeError::Invalid(_) | ServeError::Config(_) | ServeError::Usage(_) | ServeError::Undelivered { .. } => {
+                None
+            }
         }
     }
 }

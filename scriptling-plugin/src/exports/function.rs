@@ -34,8 +34,8 @@ use crate::value::convert::{FromValue, IntoValue, IntoValueError};
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub(crate) type CallOutcome = Result<Value, CallError>;
-type SyncHandler = dyn Fn(&mut Args) -> CallOutcome + Send + Sync;
-type AsyncHandler = dyn Fn(&mut Args) -> Result<BoxFuture<CallOutcome>, CallError> + Send + Sync;
+pub(crate) type SyncHandler = dyn Fn(&mut Args) -> CallOutcome + Send + Sync;
+pub(crate) type AsyncHandler = dyn Fn(&mut Args) -> Result<BoxFuture<CallOutcome>, CallError> + Send + Sync;
 
 /// How a call runs: on the sync pool, or as a task.
 #[derive(Clone)]

@@ -157,8 +157,12 @@ impl Plugin {
     }
 
     /// How long shutdown (or the host closing stdin, or the first SIGINT or
-    /// SIGTERM) waits for in-flight calls before exiting anyway (default 5 s;
-    /// the host itself waits 10 s for the answer to `plugin.shutdown`).
+    /// SIGTERM) may take to finish in-flight calls and destroy the objects
+    /// before answering and exiting anyway (default 5 s; the host itself
+    /// waits 10 s for the answer to `plugin.shutdown`, and kills a plugin
+    /// 5 s after closing its stdin). Afterwards the plugin writes what it
+    /// still owes for as long as the host keeps reading, giving up after
+    /// this long without progress.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.options.shutdown_grace = grace;
         self
@@ -167,9 +171,28 @@ impl Plugin {
     /// How long a call's response may wait for the host to acknowledge the
     /// call's log records (default 5 s; see [`Logger`](crate::Logger)). Past
     /// it, the remaining records are sent without waiting and the response
-    /// follows.
+    /// follows; and as the host evidently does not acknowledge records,
+    /// later calls stop waiting for it too (until it acknowledges one again).
     pub fn log_ack_timeout(mut self, bound: Duration) -> Self {
         self.options.log_ack_timeout = bound;
+        self
+    }
+
+    /// How long a [`Callback`](crate::Callback) call waits for the host's
+    /// answer (default 60 s). Past it the call fails with an error that
+    /// says so, and the handler goes on: a host that lost the callback, or
+    /// a script stuck in it, cannot hold a plugin call (or an object it
+    /// holds) for ever. Raise it for callbacks that legitimately run long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scriptling_plugin::Plugin;
+    ///
+    /// let plugin = Plugin::new("batch", "1.0.0", "").callback_timeout(Duration::from_secs(600));
+    /// # drop(plugin);
+    /// ```
+    pub fn callback_timeout(mut self, limit: Duration) -> Self {
+        self.options.callback_timeout = limit;
         self
     }
 

@@ -2,9 +2,14 @@
 //!
 //! Ids are kept as raw JSON and echoed byte for byte (numbers, strings, `0`,
 //! `null`); a message without an `id` is a notification. A message carrying
-//! `method` is a request, anything else with `result` or `error` is a
-//! response to one of the plugin's own requests. This module is the single
-//! place where an [`RpcError`] becomes an error object on the wire.
+//! `method` is a request; one without it that carries `id`, `result` or
+//! `error` is an answer to one of the plugin's own requests, and is never
+//! answered itself, even when it is malformed (the host would read the
+//! answer as one to its own request of that id). A request must say
+//! `"jsonrpc": "2.0"` and have a string, number or null id; one that does
+//! not is refused with `-32600` and a null id, as JSON-RPC 2.0 requires.
+//! This module is the single place where an [`RpcError`] becomes an error
+//! object on the wire.
 
 pub(crate) mod error;
 pub(crate) mod params;
@@ -12,7 +17,7 @@ mod scan;
 
 use std::fmt;
 
-use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -100,15 +105,24 @@ pub(crate) enum Params<'a> {
     Call(CallParams),
 }
 
-/// A response to one of the plugin's own requests.
+/// An answer to one of the plugin's own requests.
 #[derive(Debug)]
 pub(crate) struct Response<'a> {
     pub(crate) id: Option<&'a RawValue>,
-    pub(crate) outcome: Result<&'a RawValue, RemoteErrorObject>,
+    pub(crate) outcome: Result<&'a RawValue, Failure>,
+}
+
+/// Why an answer from the host carries no result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The host answered with this error object.
+    Remote(RemoteErrorObject),
+    /// The answer is not a well-formed response (what is wrong with it).
+    Malformed(String),
 }
 
 /// The error object of a response from the host.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct RemoteErrorObject {
     #[serde(default)]
     pub(crate) code: i64,
@@ -136,6 +150,8 @@ pub(crate) enum Frame<'a> {
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
 struct Envelope<'a, P> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
@@ -286,33 +302,51 @@ fn classify(text: &str) -> Message<'_> {
 impl<'a, P> Envelope<'a, P> {
     /// What the message is, its params wrapped by `params`.
     fn into_message(self, params: impl FnOnce(P) -> Params<'a>) -> Message<'a> {
-        if let Some(method) = self.method {
-            let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
-                return Message::Invalid(
-                    self.id,
-                    RpcError::new(
-                        ErrorCode::InvalidRequest,
-                        "invalid request: \"method\" must be a string without escapes",
-                    ),
-                );
-            };
-            return Message::Request(Request { id: self.id, method, params: self.params.map(params) });
+        let Some(method) = self.method else { return self.into_answer() };
+        if self.jsonrpc.map(RawValue::get) != Some(r#""2.0""#) {
+            return Message::Invalid(None, invalid(r#"invalid request: "jsonrpc" must be "2.0""#));
         }
-        if let Some(error) = self.error {
-            let object = serde_json::from_str::<RemoteErrorObject>(error.get()).unwrap_or_else(|_| RemoteErrorObject {
-                code: ErrorCode::InternalError.code(),
-                message: format!("malformed error object: {}", error.get()),
-            });
-            return Message::Response(Response { id: self.id, outcome: Err(object) });
-        }
-        if let Some(result) = self.result {
-            return Message::Response(Response { id: self.id, outcome: Ok(result) });
-        }
-        Message::Invalid(
-            self.id,
-            RpcError::new(ErrorCode::InvalidRequest, "invalid request: a request needs \"method\""),
-        )
+        let Some(id) = valid_id(self.id) else {
+            return Message::Invalid(None, invalid(r#"invalid request: "id" must be a string, a number or null"#));
+        };
+        let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
+            return Message::Invalid(id, invalid(r#"invalid request: "method" must be a string without escapes"#));
+        };
+        Message::Request(Request { id, method, params: self.params.map(params) })
     }
+
+    /// A message without `method`: an answer to one of the plugin's own
+    /// requests if it says which (never answered, however malformed), and
+    /// otherwise not a message at all.
+    fn into_answer(self) -> Message<'a> {
+        let outcome = match (self.result, self.error) {
+            (Some(result), None) => Ok(result),
+            (None, Some(error)) => Err(match serde_json::from_str::<RemoteErrorObject>(error.get()) {
+                Ok(object) => Failure::Remote(object),
+                Err(_) => Failure::Malformed(format!("its \"error\" is not an error object: {}", error.get())),
+            }),
+            (Some(_), Some(_)) => Err(Failure::Malformed(r#"it has both "result" and "error""#.to_owned())),
+            (None, None) if self.id.is_some() => {
+                Err(Failure::Malformed(r#"it has neither "result" nor "error""#.to_owned()))
+            }
+            (None, None) => return Message::Invalid(None, invalid(r#"invalid request: a request needs "method""#)),
+        };
+        Message::Response(Response { id: self.id, outcome })
+    }
+}
+
+/// A request's id if it is one JSON-RPC allows (absent, a string, a number
+/// or null); `None` if it is an object, an array or a boolean.
+fn valid_id(id: Option<&RawValue>) -> Option<Option<&RawValue>> {
+    match id.map(|raw| raw.get().as_bytes().first().copied()) {
+        None => Some(None),
+        Some(Some(b'"' | b'-' | b'0'..=b'9' | b'n')) => Some(id),
+        Some(_) => None,
+    }
+}
+
+fn invalid(message: &str) -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, message)
 }
 
 /// The envelope did not parse: tell invalid JSON (-32700) from valid JSON
@@ -321,13 +355,54 @@ fn invalid_envelope<'a>(text: &'a str, err: &serde_json::Error) -> Message<'a> {
     if serde_json::from_str::<IgnoredAny>(text).is_err() {
         return Message::Invalid(None, parse_error(err));
     }
-    #[derive(Deserialize)]
-    struct IdOnly<'a> {
-        #[serde(borrow, default, deserialize_with = "present")]
-        id: Option<&'a RawValue>,
+    // `{"id": 1, "id": 2, ...}`: serde refuses duplicate fields. Read the
+    // first of each again, leniently, to tell a request from an answer.
+    let fields = serde_json::from_str::<FirstFields<'_>>(text).unwrap_or_default();
+    if fields.method.is_none() {
+        // Not a request: an answer to one of ours, which is never answered.
+        return Message::Response(Response { id: fields.id, outcome: Err(Failure::Malformed(err.to_string())) });
     }
-    let id = serde_json::from_str::<IdOnly<'_>>(text).ok().and_then(|x| x.id);
+    // The id is echoed only from a request whose id and version are right.
+    let id = Some(fields)
+        .filter(|f| f.jsonrpc.map(RawValue::get) == Some(r#""2.0""#))
+        .and_then(|f| valid_id(f.id).flatten());
     Message::Invalid(id, RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {err}")))
+}
+
+/// The first `jsonrpc`, `id` and `method` of an object, whatever else it
+/// holds (repeated keys included).
+#[derive(Default)]
+struct FirstFields<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for FirstFields<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = FirstFields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = FirstFields::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    let slot = match &*key {
+                        "jsonrpc" => &mut fields.jsonrpc,
+                        "id" => &mut fields.id,
+                        "method" => &mut fields.method,
+                        _ => continue,
+                    };
+                    slot.get_or_insert(value);
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 fn parse_error(err: &serde_json::Error) -> RpcError {
@@ -437,9 +512,9 @@ mod tests {
 
     #[test]
     fn params_absent_or_null_are_none() {
-        let Message::Request(r) = single(r#"{"id":1,"method":"m","params":null}"#) else { panic!() };
+        let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#) else { panic!() };
         assert!(r.params.is_none());
-        let Message::Request(r) = single(r#"{"id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
+        let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
         let Some(Params::Raw(raw)) = r.params else { panic!() };
         assert_eq!(raw.get(), r#"{"a":1}"#);
     }
@@ -455,7 +530,7 @@ mod tests {
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
             // params before method: decoded all the same
-            r#"{"params":{"name":"f","args":[{"type":"int","value":1}]},"id":1,"method":"function.call"}"#,
+            r#"{"params":{"name":"f","args":[{"type":"int","value":1}]},"id":1,"method":"function.call","jsonrpc":"2.0"}"#,
         ] {
             let r = decoding(line);
             assert_eq!((r.id.map(RawValue::get), r.method), (Some("1"), "function.call"));
@@ -465,21 +540,21 @@ mod tests {
         // Another method's params that are not call params stay raw, and
         // so do malformed ones: the method says what is wrong with them.
         for line in [
-            r#"{"id":1,"method":"ping","params":[1,2]}"#,
-            r#"{"id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":"x"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1,2]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":"x"}]}}"#,
         ] {
             assert!(matches!(decoding(line).params, Some(Params::Raw(_))), "{line}");
         }
-        assert!(decoding(r#"{"id":1,"method":"ping","params":null}"#).params.is_none());
+        assert!(decoding(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#).params.is_none());
         // Responses, batches and errors are what parse_frame says.
         assert!(matches!(
             parse_frame_decoding(br#"{"id":7,"result":{"type":"null"}}"#, 100),
             Frame::Single(Message::Response(_))
         ));
-        assert!(matches!(parse_frame_decoding(br#"[{"id":1,"method":"a"}]"#, 100), Frame::Batch(_)));
+        assert!(matches!(parse_frame_decoding(br#"[{"jsonrpc":"2.0","id":1,"method":"a"}]"#, 100), Frame::Batch(_)));
         for line in [
             &b"{nope"[..],
-            b"{\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",
             b"{\"jsonrpc\":\"2.0\xc3\",\"id\":1,\"method\":\"ping\"}",
         ] {
             let Frame::Single(Message::Invalid(_, e)) = parse_frame_decoding(line, 100) else { panic!() };
@@ -495,30 +570,58 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(r.outcome.unwrap_err().message, "unknown callback cb-1");
+        assert_eq!(
+            r.outcome.unwrap_err(),
+            Failure::Remote(RemoteErrorObject { code: -32000, message: "unknown callback cb-1".into() })
+        );
     }
 
     #[test]
-    fn invalid_frames_get_the_right_code() {
-        let cases = [
-            ("{not json", ErrorCode::ParseError),
-            ("[1,", ErrorCode::ParseError),
-            ("[]", ErrorCode::InvalidRequest),
-            ("42", ErrorCode::InvalidRequest),
-            (r#"{"id":3}"#, ErrorCode::InvalidRequest),
-            (r#"{"id":3,"method":5}"#, ErrorCode::InvalidRequest),
-        ];
-        for (line, code) in cases {
-            let Message::Invalid(_, e) = single(line) else { panic!("{line}") };
-            assert_eq!(e.code, code, "{line}");
+    fn malformed_answers_are_answers_never_requests() {
+        for (line, problem) in [
+            (r#"{"jsonrpc":"2.0","id":1}"#, "neither"),
+            (r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1}}"#, "both"),
+            (r#"{"jsonrpc":"2.0","id":1,"error":"no"}"#, "not an error object"),
+            (r#"{"id":1,"id":2,"result":1}"#, "duplicate field"),
+        ] {
+            let Message::Response(r) = single(line) else { panic!("{line}") };
+            assert_eq!(r.id.map(RawValue::get), Some("1"), "{line}");
+            let Err(Failure::Malformed(why)) = r.outcome else { panic!("{line}") };
+            assert!(why.contains(problem), "{line}: {why}");
         }
-        let Message::Invalid(id, _) = single(r#"{"id":3}"#) else { panic!() };
-        assert_eq!(id.map(RawValue::get), Some("3"));
+    }
+
+    #[test]
+    fn invalid_frames_get_the_right_code_and_a_null_id_unless_it_is_sound() {
+        let cases = [
+            ("{not json", ErrorCode::ParseError, None),
+            ("[1,", ErrorCode::ParseError, None),
+            ("[]", ErrorCode::InvalidRequest, None),
+            ("42", ErrorCode::InvalidRequest, None),
+            ("{}", ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"2.0","id":3,"method":5}"#, ErrorCode::InvalidRequest, Some("3")),
+            (r#"{"id":3,"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":2.0,"id":3,"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+            (r#"{"jsonrpc":"2.0","id":3,"id":4,"method":"ping"}"#, ErrorCode::InvalidRequest, Some("3")),
+            (r#"{"jsonrpc":"2.0","id":[3],"id":4,"method":"ping"}"#, ErrorCode::InvalidRequest, None),
+        ];
+        for (line, code, id) in cases {
+            let Message::Invalid(got, e) = single(line) else { panic!("{line}") };
+            assert_eq!((e.code, got.map(RawValue::get)), (code, id), "{line}");
+        }
     }
 
     #[test]
     fn batches_classify_each_element() {
-        let Frame::Batch(items) = parse_frame(br#"[{"id":1,"method":"a"}, 5, {"method":"n"}]"#, 100) else { panic!() };
+        let Frame::Batch(items) =
+            parse_frame(br#"[{"jsonrpc":"2.0","id":1,"method":"a"}, 5, {"jsonrpc":"2.0","method":"n"}]"#, 100)
+        else {
+            panic!()
+        };
         assert!(matches!(items[0], Message::Request(Request { id: Some(_), .. })));
         assert!(matches!(items[1], Message::Invalid(None, RpcError { code: ErrorCode::InvalidRequest, .. })));
         assert!(matches!(items[2], Message::Request(Request { id: None, .. })));
@@ -540,7 +643,7 @@ mod tests {
 
     #[test]
     fn batches_over_the_limit_are_refused_whole() {
-        let line = format!("[{}]", [r#"{"id":1,"method":"ping"}"#; 4].join(","));
+        let line = format!("[{}]", [r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#; 4].join(","));
         assert!(matches!(parse_frame(line.as_bytes(), 4), Frame::Batch(items) if items.len() == 4));
         let Frame::Single(Message::Invalid(None, e)) = parse_frame(line.as_bytes(), 3) else { panic!() };
         assert_eq!(e.code, ErrorCode::InvalidRequest);

@@ -20,10 +20,8 @@ pub(crate) fn request(text: &str) -> Option<Request<'_>> {
         let key = at.plain_string()?;
         at.eat(b':')?;
         match key {
-            "jsonrpc" if !jsonrpc => {
-                at.plain_string()?;
-                jsonrpc = true;
-            }
+            // Anything but "2.0" is for the general parser to refuse.
+            "jsonrpc" if !jsonrpc && at.plain_string()? == "2.0" => jsonrpc = true,
             "id" if id.is_none() => id = Some(at.id()?),
             "method" if method.is_none() => method = Some(at.plain_string()?),
             "params" if params.is_none() => params = Some(at.params()?),
@@ -36,7 +34,7 @@ pub(crate) fn request(text: &str) -> Option<Request<'_>> {
         }
     }
     at.skip_whitespace();
-    if at.at != text.len() {
+    if at.at != text.len() || !jsonrpc {
         return None;
     }
     Some(Request { id, method: method?, params: params.flatten().map(Params::Call) })
@@ -131,7 +129,7 @@ mod tests {
     fn reads_the_common_shape_in_any_order() {
         for line in [
             r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
-            r#" { "params" : {"name":"f","args":[{"type":"int","value":1}]} , "method":"function.call", "id": 7 } "#,
+            r#" { "params" : {"name":"f","args":[{"type":"int","value":1}]} , "method":"function.call", "id": 7 ,"jsonrpc":"2.0"} "#,
         ] {
             let r = request(line).unwrap_or_else(|| panic!("{line}"));
             assert_eq!((r.id.map(RawValue::get), r.method), (Some("7"), "function.call"));
@@ -139,10 +137,10 @@ mod tests {
             assert_eq!((p.name.as_deref(), p.args), (Some("f"), Some(vec![Value::Int(1)])));
         }
         for (line, id) in [
-            (r#"{"id":"a-1","method":"ping"}"#, Some(r#""a-1""#)),
-            (r#"{"id":-1.5e3,"method":"ping"}"#, Some("-1.5e3")),
-            (r#"{"id":null,"method":"ping","params":null}"#, Some("null")),
-            (r#"{"method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":"a-1","method":"ping"}"#, Some(r#""a-1""#)),
+            (r#"{"id":-1.5e3,"method":"ping","jsonrpc":"2.0"}"#, Some("-1.5e3")),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"ping","params":null}"#, Some("null")),
+            (r#"{"jsonrpc":"2.0","method":"ping"}"#, None),
         ] {
             let r = request(line).unwrap_or_else(|| panic!("{line}"));
             assert_eq!((r.id.map(RawValue::get), r.method, r.params.is_none()), (id, "ping", true), "{line}");
@@ -152,6 +150,9 @@ mod tests {
     #[test]
     fn gives_up_on_anything_else() {
         for line in [
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
             r#"{"id":1,"method":"ping","extra":1}"#,
             r#"{"id":1,"method":"p\u0069ng"}"#,
             r#"{"id":1,"id":2,"method":"ping"}"#,

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::rpc::{self, Id};
-use crate::runtime::dispatch::{Done, Outcome};
+use crate::runtime::done::{Done, Outcome};
 use crate::support::lock;
 
 /// Batches at least this long give back the memory they freed when done.
@@ -110,7 +110,7 @@ fn answer_len(outcome: &Outcome) -> usize {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
     use crate::rpc::RpcError;

@@ -1,80 +1,35 @@
-//! [`Dispatcher`]: runs requests against a plugin's exports, whatever the
+//! [`Dispatcher`]: routes requests to a plugin's exports, whatever the
 //! transport.
 //!
-//! A transport hands it one request at a time with a completion that
-//! receives the request's outcome exactly once. Cheap answers (handshake,
-//! ping, unknown methods) complete at once on the caller's thread; calls go
-//! to the sync pool, where their params are parsed (unless the transport
-//! decoded them with the envelope), looked up and bound, and sync handlers
-//! run on the spot while async handlers become tasks. So a thread that
-//! reads input for others (HTTP's connections, a batch) only classifies
-//! envelopes: argument decoding and every error path of a call run
-//! elsewhere, in parallel. (The stdio reader runs a request itself, so it
-//! decodes the params in the envelope's pass: see `rpc::parse_frame_decoding`.)
-//!
-//! Before a call's outcome is handed over, the host must have acknowledged
-//! the call's log records (see `call/logger.rs`).
+//! A transport hands it one request at a time with a [`Done`] that receives
+//! the request's outcome exactly once. Cheap answers (handshake, ping,
+//! unknown methods and names) complete at once on the caller's thread;
+//! a call is looked up there too, then runs where its handler belongs:
+//! a sync handler on the sync pool, an async one as a task. Params still
+//! raw (a large stdio line, anything over HTTP) are decoded on the pool,
+//! so the thread that reads requests never spends long on one.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
-use crate::call::context::{self, CallScope, CallState, Scoped};
+use crate::call::context::HostWaits;
 use crate::call::link::Link;
-use crate::call::logger;
-use crate::call::objects::{self, Entry};
+use crate::call::objects::Entry;
 use crate::exports::core::Core;
-use crate::exports::function::{Args, CallOutcome, Function, Handler, Signature};
+use crate::exports::function::{Function, Handler};
 use crate::rpc::{self, CallParams, ErrorCode, Method, Params, RpcError};
-use crate::runtime::inflight::{InFlight, InFlightGuard};
-use crate::runtime::panic::CatchUnwind;
-use crate::runtime::pool::{self, Job, SyncPool};
-use crate::support::panic_message;
-use crate::value::{Value, codec};
+use crate::runtime::done::Done;
+use crate::runtime::inflight::InFlight;
+use crate::runtime::invoke::{self, Call, Encode};
+use crate::runtime::pool::{Job, Pool};
+use crate::value::codec;
 
-/// The serialised result JSON of a request, or its error.
-pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
-
-/// Receives a request's outcome, exactly once. The request counts as in
-/// flight (see [`Dispatcher::wait_idle`]) until its outcome is handed over.
-pub(crate) struct Done {
-    to: Box<dyn FnOnce(Outcome) + Send>,
-    in_flight: Option<InFlightGuard>,
-}
-
-impl Done {
-    /// Hands the outcome to `to`.
-    pub(crate) fn new(to: impl FnOnce(Outcome) + Send + 'static) -> Self {
-        Self { to: Box::new(to), in_flight: None }
-    }
-
-    /// Drops the outcome: the request was a notification.
-    pub(crate) fn nobody() -> Self {
-        // A closure that captures nothing is boxed without an allocation.
-        Self::new(|_| {})
-    }
-
-    /// Hands `outcome` over; only then does the request stop being in flight.
-    pub(crate) fn send(self, outcome: Outcome) {
-        let Done { to, in_flight } = self;
-        to(outcome);
-        drop(in_flight);
-    }
-
-    /// Counts the request as in flight until the outcome is handed over.
-    fn counted(mut self, guard: InFlightGuard) -> Self {
-        self.in_flight = Some(guard);
-        self
-    }
-}
-
-/// The bytes a request was parsed from, kept alive while it runs (until its
-/// params are parsed), and shared by every request of a batch.
+/// The bytes a request was parsed from, kept alive while its params are
+/// still raw, and shared by every request of a batch.
 #[derive(Clone)]
 pub(crate) enum Bytes {
     /// A line copied out of the reader's buffer: one allocation.
@@ -107,37 +62,58 @@ enum Payload {
     Decoded(Option<CallParams>),
 }
 
+impl Incoming {
+    /// The owned form of `request`, parsed from `frame`. Raw params stay
+    /// in the frame (shared with the rest of a batch) until the request
+    /// runs.
+    pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
+        let params = match request.params {
+            None => Payload::Decoded(None),
+            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
+            Some(Params::Raw(raw)) => Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw)),
+        };
+        Self { method: Method::parse(request.method), params }
+    }
+
+    /// The owned form of `request` if its params are decoded already (see
+    /// `rpc::parse_frame_decoding`); `None` if they are raw, and need the
+    /// frame.
+    pub(crate) fn decoded(request: rpc::Request<'_>) -> Option<Self> {
+        let params = match request.params {
+            None => None,
+            Some(Params::Call(params)) => Some(params),
+            Some(Params::Raw(_)) => return None,
+        };
+        Some(Self { method: Method::parse(request.method), params: Payload::Decoded(params) })
+    }
+}
+
 /// Runs requests for one session (a stdio host, or an HTTP server's clients).
 pub(crate) struct Dispatcher {
     core: Arc<Core>,
     link: Arc<Link>,
-    pool: SyncPool,
+    pool: Pool,
+    /// `pool`, as calls running on it tell it they wait on the host.
+    host_waits: Arc<dyn HostWaits>,
     inflight: Arc<InFlight>,
-    closing: AtomicBool,
-}
-
-/// A required field of `method`'s params.
-fn required(method: &Method, field: Option<String>, name: &str) -> Result<String, RpcError> {
-    field.ok_or_else(|| {
-        RpcError::new(ErrorCode::InvalidParams, format!("{}: invalid params: missing field `{name}`", method.name()))
-    })
-}
-
-/// How a call's value becomes its result.
-#[derive(Clone, Copy)]
-enum Encode {
-    /// As a transport value.
-    Value,
-    /// As the bare `{"library","class","id"}` that `object.new` answers with.
-    NewObject,
+    /// Cancels async calls when the session ends without waiting for them.
+    cancel: CancellationToken,
 }
 
 impl Dispatcher {
-    /// A dispatcher for `core`, whose calls reach `link`. Sync handlers run
-    /// on a pool of its own, inside `runtime` once it is set.
-    pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Arc<OnceLock<Handle>>) -> Arc<Self> {
-        let pool = SyncPool::new(Some(runtime), None, core.options.max_sync_threads);
-        Arc::new(Self { core, link, pool, inflight: Arc::new(InFlight::default()), closing: AtomicBool::new(false) })
+    /// A dispatcher for `core`, whose calls reach `link`; sync handlers run
+    /// on a pool of its own, inside `runtime`.
+    pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Handle) -> Arc<Self> {
+        let pool = Pool::new(Some(runtime), parallelism(), core.options.max_sync_threads);
+        let host_waits = pool.host_waits();
+        Arc::new(Self {
+            core,
+            link,
+            pool,
+            host_waits,
+            inflight: Arc::new(InFlight::default()),
+            cancel: CancellationToken::new(),
+        })
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {
@@ -149,9 +125,9 @@ impl Dispatcher {
     }
 
     /// Refuses requests from now on (the plugin is shutting down); those
-    /// already running finish.
+    /// already let in finish.
     pub(crate) fn begin_closing(&self) {
-        self.closing.store(true, Ordering::Release);
+        self.inflight.close();
     }
 
     /// Requests still owing their outcome.
@@ -159,78 +135,28 @@ impl Dispatcher {
         self.inflight.count()
     }
 
-    /// Waits until no request is in flight, or `limit` has passed. Returns
-    /// whether it became idle.
-    pub(crate) async fn wait_idle(&self, limit: Duration) -> bool {
-        self.inflight.wait_idle(limit).await
+    /// Waits until no request is in flight, or `deadline` has passed.
+    /// Returns whether it became idle.
+    pub(crate) fn wait_idle(&self, deadline: Instant) -> bool {
+        self.inflight.wait_idle(deadline)
     }
 
-    /// Counts as a request in flight until dropped: held by a transport
-    /// between reading requests and dispatching them, so shutdown cannot
-    /// slip in between.
-    pub(crate) fn hold(&self) -> InFlightGuard {
-        self.inflight.enter()
-    }
-
-    /// Runs work on the dispatcher's sync pool.
-    pub(crate) fn submit(&self, job: Box<dyn Job>) {
-        self.pool.submit(job);
-    }
-
-    /// Lends `job` to the pool while this thread runs something else (see
-    /// `SyncPool::defer`); [`reclaim`](Self::reclaim) takes it back. The
-    /// pool holds one lent job at a time, and only the stdio reading is
-    /// lent: what `reclaim` returns is the job lent last.
-    pub(crate) fn defer(&self, job: Box<dyn Job>) {
-        self.pool.defer(job);
-    }
-
-    /// Takes a lent job back, unless another thread has taken it.
-    pub(crate) fn reclaim(&self) -> Option<Box<dyn Job>> {
-        self.pool.reclaim()
-    }
-
-    /// Whether this pool thread is the only one not waiting on the host, at
-    /// the pool's limit (see `SyncPool::saturated`).
-    pub(crate) fn saturated(&self) -> bool {
-        self.pool.saturated()
+    /// Ends the session's work without waiting for it: async calls are
+    /// cancelled, queued sync calls refused. (Sync handlers already running
+    /// cannot be stopped; their answers have nowhere to go.)
+    pub(crate) fn abandon(&self) {
+        self.cancel.cancel();
+        self.pool.close();
     }
 
     /// Runs one request for `owner` (HTTP's client, `None` on stdio); `done`
     /// gets its outcome exactly once, on whichever thread finishes it.
     /// `plugin.shutdown` belongs to the transport and never comes here.
     pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
-        let guard = self.inflight.enter();
-        self.dispatch_on(request, owner, done, guard, false);
-    }
-
-    /// Like [`dispatch`](Self::dispatch), but a call is prepared (and a sync
-    /// handler run) right here: for a pool thread that just read the
-    /// request and has handed the reading on. `held` is the request's
-    /// in-flight count, taken with [`hold`](Self::hold) before the reading
-    /// was handed on.
-    pub(crate) fn dispatch_here(
-        self: &Arc<Self>,
-        request: Incoming,
-        owner: Option<Arc<str>>,
-        done: Done,
-        held: InFlightGuard,
-    ) {
-        self.dispatch_on(request, owner, done, held, true);
-    }
-
-    fn dispatch_on(
-        self: &Arc<Self>,
-        request: Incoming,
-        owner: Option<Arc<str>>,
-        done: Done,
-        guard: InFlightGuard,
-        here: bool,
-    ) {
-        let done = done.counted(guard);
-        if self.closing.load(Ordering::Acquire) {
+        let Some(guard) = self.inflight.enter() else {
             return done.send(Err(RpcError::application("the plugin is shutting down")));
-        }
+        };
+        let done = done.counted(guard);
         let ready = |result: &[u8]| Ok(result.to_vec());
         match &request.method {
             Method::Handshake => done.send(Ok(self.core.handshake.clone())),
@@ -239,102 +165,98 @@ impl Dispatcher {
             Method::Unknown(name) => {
                 done.send(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
             }
-            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy if here => {
-                pool::enter_runtime();
-                self.run(request, owner, Place::Pool, done);
+            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => match request.params {
+                Payload::Decoded(params) => self.route(request.method, params, owner, done, Here::Away),
+                Payload::InFrame(frame, range) => {
+                    let job =
+                        DecodeJob { dispatcher: Arc::clone(self), method: request.method, frame, range, owner, done };
+                    self.pool.submit(Box::new(job));
+                }
+            },
+        }
+    }
+
+    /// Looks a call up and runs it where its handler belongs: `here` says
+    /// whether this is a pool thread (where a sync handler runs at once).
+    fn route(
+        self: &Arc<Self>,
+        method: Method,
+        params: Option<CallParams>,
+        owner: Option<Arc<str>>,
+        done: Done,
+        here: Here,
+    ) {
+        let params = match params {
+            Some(params) => params,
+            None => {
+                let message = format!("{}: missing params", method.name());
+                return done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
             }
-            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => {
-                let job = CallJob { dispatcher: Arc::clone(self), request, owner, done };
+        };
+        let target = match method {
+            Method::Destroy => return self.destroy(params, owner, done, here),
+            Method::FunctionCall => self.function_call(params),
+            Method::ObjectNew => self.object_new(params),
+            _ => self.call_method(params, owner.as_deref()),
+        };
+        let (function, receiver, args, encode) = match target {
+            Ok(target) => target,
+            Err(error) => return done.send(Err(error)),
+        };
+        let call = Call { signature: Arc::clone(&function.signature), receiver, args, encode, owner };
+        match (&function.handler, here) {
+            (Handler::Async(handler), _) => {
+                invoke::spawn_async(&self.link, &self.cancel, call, Arc::clone(handler), done)
+            }
+            (Handler::Sync(handler), Here::Pool) => {
+                invoke::run_sync(&self.link, &self.host_waits, call, &**handler, done)
+            }
+            (Handler::Sync(handler), Here::Away) => {
+                let job = CallJob { dispatcher: Arc::clone(self), call, handler: Arc::clone(handler), done };
                 self.pool.submit(Box::new(job));
             }
         }
     }
 
-    /// Parses, looks up and runs a call: on a pool thread, or (`Elsewhere`)
-    /// on the runtime when the pool cannot take it.
-    fn run(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, place: Place, done: Done) {
-        let call = Call { owner, place };
-        let Incoming { method, params } = request;
-        let parsed = match params {
-            Payload::Decoded(Some(params)) => Ok(params),
-            Payload::Decoded(None) => parse_params(&method, None),
-            // The frame (perhaps a 16 MiB line) is dropped once decoded.
-            Payload::InFrame(frame, range) => parse_params(&method, Some(&frame.as_ref()[range])),
-        };
-        let result = match parsed {
-            Ok(params) => match method {
-                Method::FunctionCall => self.function_call(params, call, done),
-                Method::ObjectNew => self.object_new(params, call, done),
-                Method::ObjectCall => self.call_method(params, call, done),
-                Method::Destroy => self.destroy(params, call, done),
-                _ => unreachable!("only calls are sent to the pool"),
-            },
-            Err(e) => Err((e, done)),
-        };
-        // Each step either handed `done` on or gave it back with its error.
-        if let Err((error, done)) = result {
-            done.send(Err(error));
-        }
-    }
-
-    fn function_call(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
-        let name = match required(&Method::FunctionCall, p.name.take(), "name") {
-            Ok(name) => name,
-            Err(e) => return Err((e, done)),
-        };
+    fn function_call(&self, mut p: CallParams) -> Result<Target<'_>, RpcError> {
+        let name = required(&Method::FunctionCall, p.name.take(), "name")?;
         let Some(function) = self.core.functions.get(&name) else {
             let message = format!("unknown function {name} (available: {})", self.core.function_list);
-            return Err((RpcError::application(message), done));
+            return Err(RpcError::application(message));
         };
         if let Some(refusal) = function.refuse_rpc() {
-            return Err((RpcError::application(refusal.message()), done));
+            return Err(RpcError::application(refusal.message()));
         }
-        self.invoke(function, None, p.arguments(), Encode::Value, call, done);
-        Ok(())
+        Ok((function, None, p.arguments(), Encode::Value))
     }
 
-    fn object_new(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
-        let class = match required(&Method::ObjectNew, p.class.take(), "class") {
-            Ok(class) => class,
-            Err(e) => return Err((e, done)),
-        };
+    fn object_new(&self, mut p: CallParams) -> Result<Target<'_>, RpcError> {
+        let class = required(&Method::ObjectNew, p.class.take(), "class")?;
         let Some(entry) = self.core.classes.get(&class) else {
             let message = format!("unknown class {class} (available: {})", self.core.class_list);
-            return Err((RpcError::application(message), done));
+            return Err(RpcError::application(message));
         };
-        self.invoke(&entry.constructor, None, p.arguments(), Encode::NewObject, call, done);
-        Ok(())
+        Ok((&entry.constructor, None, p.arguments(), Encode::NewObject))
     }
 
-    fn call_method(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
-        let names = required(&Method::ObjectCall, p.object_id.take(), "object_id")
-            .and_then(|id| Ok((id, required(&Method::ObjectCall, p.method.take(), "method")?)));
-        let (object_id, name) = match names {
-            Ok(names) => names,
-            Err(e) => return Err((e, done)),
+    fn call_method(&self, mut p: CallParams, owner: Option<&str>) -> Result<Target<'_>, RpcError> {
+        let object_id = required(&Method::ObjectCall, p.object_id.take(), "object_id")?;
+        let name = required(&Method::ObjectCall, p.method.take(), "method")?;
+        let Some(entry) = self.link.objects.get(&object_id, owner) else {
+            return Err(RpcError::application(self.unknown_object(&object_id)));
         };
-        let Some(entry) = self.link.objects.get(&object_id, call.owner.as_deref()) else {
-            return Err((RpcError::application(self.unknown_object(&object_id)), done));
-        };
-        let class = Arc::clone(&self.core.class_order[entry.class().index]);
+        let class = &self.core.class_order[entry.class().index];
         let (args, kwargs) = p.arguments();
         if let Some(method) = class.methods.get(&name) {
-            self.invoke(method, Some(entry), (args, kwargs), Encode::Value, call, done);
-            return Ok(());
+            return Ok((method, Some(entry), (args, kwargs), Encode::Value));
         }
         let Some(property) = class.properties.get(&name) else {
             let message = format!("unknown method {name} on {} (available: {})", class.name(), class.member_list);
-            return Err((RpcError::application(message), done));
+            return Err(RpcError::application(message));
         };
         let refused = match (args.len(), kwargs.is_empty(), &property.setter) {
-            (0, true, _) => {
-                self.invoke(&property.getter, Some(entry), (args, kwargs), Encode::Value, call, done);
-                return Ok(());
-            }
-            (1, true, Some(setter)) => {
-                self.invoke(setter, Some(entry), (args, kwargs), Encode::Value, call, done);
-                return Ok(());
-            }
+            (0, true, _) => return Ok((&property.getter, Some(entry), (args, kwargs), Encode::Value)),
+            (1, true, Some(setter)) => return Ok((setter, Some(entry), (args, kwargs), Encode::Value)),
             (0, false, _) => format!("property '{name}' of {} does not accept keyword arguments", class.name()),
             (1, true, None) => format!("can't set attribute '{name}': property is read-only"),
             (n, _, _) => format!(
@@ -343,52 +265,26 @@ impl Dispatcher {
                 if kwargs.is_empty() { "" } else { " and keyword arguments" }
             ),
         };
-        Err((RpcError::application(refused), done))
+        Err(RpcError::application(refused))
     }
 
     /// Idempotent: an unknown or already destroyed id is not an error. The
-    /// object's `__del__` hook and `Drop` run here, inside this request's
-    /// scope, so their log records reach the host before the answer.
-    fn destroy(self: &Arc<Self>, mut p: CallParams, call: Call, done: Done) -> Step {
+    /// object's `__del__` hook and `Drop` run on the pool, inside this
+    /// request's scope, so their log records reach the host before the
+    /// answer.
+    fn destroy(self: &Arc<Self>, mut p: CallParams, owner: Option<Arc<str>>, done: Done, here: Here) {
         let object_id = match required(&Method::Destroy, p.object_id.take(), "object_id") {
             Ok(id) => id,
-            Err(e) => return Err((e, done)),
+            Err(e) => return done.send(Err(e)),
         };
-        let Some(entry) = self.link.objects.remove(&object_id, call.owner.as_deref()) else {
-            done.send(Ok(b"null".to_vec()));
-            return Ok(());
+        let Some(entry) = self.link.objects.remove(&object_id, owner.as_deref()) else {
+            return done.send(Ok(b"null".to_vec()));
         };
-        let label = format!("{}.__del__", entry.class().name);
-        let then: Box<dyn FnOnce() + Send> = Box::new(move || done.send(Ok(b"null".to_vec())));
-        match call.place {
-            Place::Pool => self.release(vec![entry], label, call.owner, then),
-            // The hooks are plugin code that may block: never on the runtime's threads.
-            Place::Elsewhere(_) => {
-                let dispatcher = Arc::clone(self);
-                drop(tokio::task::spawn_blocking(move || dispatcher.release(vec![entry], label, call.owner, then)));
-            }
+        let job = DestroyJob { link: Arc::clone(&self.link), entry, owner, done };
+        match here {
+            Here::Pool => Box::new(job).run(),
+            Here::Away => self.pool.submit(Box::new(job)),
         }
-        Ok(())
-    }
-
-    /// Drops `entries` inside a call scope named `label` (on this thread),
-    /// then runs `then` once the host has acknowledged their hooks' log
-    /// records.
-    pub(crate) fn release(
-        &self,
-        entries: Vec<Entry>,
-        label: String,
-        owner: Option<Arc<str>>,
-        then: Box<dyn FnOnce() + Send>,
-    ) {
-        let call = CallState::new(label.into());
-        let scope = CallScope { link: Arc::clone(&self.link), call: Arc::clone(&call), owner };
-        {
-            let _entered = context::enter(scope);
-            objects::release(entries);
-        }
-        call.finish();
-        logger::settle(&call, &self.link, self.core.options.log_ack_timeout, then);
     }
 
     /// O(1), and never lists ids: another client's object over HTTP is as
@@ -402,160 +298,122 @@ impl Dispatcher {
             format!("unknown object {id} (it does not exist or has been destroyed; {alive} object{plural} alive)")
         }
     }
+}
 
-    /// Runs `function` (on `receiver`, for methods) in a new call scope, and
-    /// hands its outcome to `done` once its log records are acknowledged.
-    fn invoke(
-        self: &Arc<Self>,
-        function: &Function,
-        receiver: Option<Entry>,
-        (positional, keywords): (Vec<Value>, BTreeMap<String, Value>),
-        encode: Encode,
-        Call { owner, place }: Call,
-        done: Done,
-    ) {
-        // The pool could not take the call, and a sync handler needs it.
-        if let (Handler::Sync(_), Place::Elsewhere(reason)) = (&function.handler, &place) {
-            let message = format!("{}(): {reason}", function.signature.label);
-            return done.send(Err(RpcError::application(message)));
-        }
-        let signature = &function.signature;
-        let receiver = receiver.map(|e| (e, Arc::clone(&self.link.library)));
-        let call = CallState::new(Arc::clone(&signature.label));
-        let scope = CallScope { link: Arc::clone(&self.link), call: Arc::clone(&call), owner };
-        let bound = self.core.options.log_ack_timeout;
-        match &function.handler {
-            // On this pool thread. (Borrowing what the async path must
-            // clone: each clone is an atomic on a line other threads touch.)
-            Handler::Sync(f) => {
-                let entered = context::enter(scope);
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    Args::bind(Arc::clone(signature), receiver, positional, keywords).and_then(|mut args| f(&mut args))
-                }));
-                drop(entered);
-                call.finish();
-                let outcome = finish(signature, encode, result.map_err(|p| panic_message(&*p).to_owned()));
-                logger::settle(&call, &self.link, bound, move || done.send(outcome));
-            }
-            Handler::Async(f) => {
-                let f = Arc::clone(f);
-                let signature = Arc::clone(signature);
-                let bind_signature = Arc::clone(&signature);
-                let run = async move {
-                    let started = catch_unwind(AssertUnwindSafe(|| {
-                        Args::bind(bind_signature, receiver, positional, keywords).and_then(|mut args| f(&mut args))
-                    }));
-                    match started {
-                        Ok(Ok(fut)) => CatchUnwind(fut).await,
-                        Ok(Err(e)) => Ok(Err(e)),
-                        Err(p) => Err(panic_message(&*p).to_owned()),
-                    }
-                };
-                let task = Scoped { scope, inner: Box::pin(run) };
-                let link = Arc::clone(&self.link);
-                self.link.runtime().spawn(async move {
-                    let result = task.await;
-                    call.finish();
-                    let outcome = finish(&signature, encode, result);
-                    logger::settle(&call, &link, bound, move || done.send(outcome));
-                });
+/// What a call runs, on what, with which arguments, and how its value is sent.
+type Target<'a> = (
+    &'a Function,
+    Option<Entry>,
+    (Vec<crate::value::Value>, std::collections::BTreeMap<String, crate::value::Value>),
+    Encode,
+);
+
+/// Where a call is being routed from.
+#[derive(Clone, Copy)]
+enum Here {
+    /// A pool thread: a sync handler runs right here.
+    Pool,
+    /// Anywhere else: a sync handler goes to the pool.
+    Away,
+}
+
+/// A required field of `method`'s params.
+fn required(method: &Method, field: Option<String>, name: &str) -> Result<String, RpcError> {
+    field.ok_or_else(|| {
+        RpcError::new(ErrorCode::InvalidParams, format!("{}: invalid params: missing field `{name}`", method.name()))
+    })
+}
+
+/// The number of cores this process may use, asked once: it reads cgroup
+/// files, which is a measurable part of a plugin's start-up.
+pub(crate) fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
+}
+
+/// A call whose params are still raw: decoded, looked up and run on the pool.
+struct DecodeJob {
+    dispatcher: Arc<Dispatcher>,
+    method: Method,
+    frame: Bytes,
+    range: Range<usize>,
+    owner: Option<Arc<str>>,
+    done: Done,
+}
+
+impl DecodeJob {
+    fn decode_and_route(self, here: Here) {
+        let DecodeJob { dispatcher, method, frame, range, owner, done } = self;
+        let parsed = codec::decode::<CallParams>(&frame.as_ref()[range]);
+        // The frame (perhaps a 16 MiB line) is let go of once decoded.
+        drop(frame);
+        match parsed {
+            Ok(params) => dispatcher.route(method, Some(params), owner, done, here),
+            Err(e) => {
+                let message = format!("{}: invalid params: {e}", method.name());
+                done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
             }
         }
     }
 }
 
-/// A step of a call that may fail before its completion was handed on; the
-/// completion comes back with the error.
-type Step = Result<(), (RpcError, Done)>;
+impl Job for DecodeJob {
+    fn run(self: Box<Self>) {
+        self.decode_and_route(Here::Pool);
+    }
 
-/// Where a call is being prepared.
-enum Place {
-    /// On a pool thread, where a sync handler can run.
-    Pool,
-    /// On the runtime, because the pool refused the call (the reason):
-    /// async handlers still run, sync ones fail with the reason.
-    Elsewhere(String),
+    /// Every sync thread waits on the host: decode elsewhere, so an async
+    /// handler is still served (a sync one is then refused with the reason).
+    fn refuse(self: Box<Self>, _reason: String) {
+        match self.dispatcher.link.runtime().cloned() {
+            Some(runtime) => drop(runtime.spawn_blocking(move || self.decode_and_route(Here::Away))),
+            None => self.done.send(Err(RpcError::application("the plugin is shutting down"))),
+        }
+    }
 }
 
-/// Who a call is for, and where it is being prepared.
-struct Call {
-    owner: Option<Arc<str>>,
-    place: Place,
-}
-
-/// A call waiting for a pool thread.
+/// A sync call waiting for a pool thread.
 struct CallJob {
     dispatcher: Arc<Dispatcher>,
-    request: Incoming,
-    owner: Option<Arc<str>>,
+    call: Call,
+    handler: Arc<crate::exports::function::SyncHandler>,
     done: Done,
 }
 
 impl Job for CallJob {
     fn run(self: Box<Self>) {
-        let CallJob { dispatcher, request, owner, done } = *self;
-        pool::enter_runtime();
-        dispatcher.run(request, owner, Place::Pool, done);
+        let CallJob { dispatcher, call, handler, done } = *self;
+        invoke::run_sync(&dispatcher.link, &dispatcher.host_waits, call, &*handler, done);
     }
 
-    /// Every sync thread waits on the host: prepare the call on the runtime
-    /// instead, so async handlers (and every error path) are still served.
     fn refuse(self: Box<Self>, reason: String) {
-        let CallJob { dispatcher, request, owner, done } = *self;
-        let runtime = dispatcher.link.runtime().clone();
-        runtime.spawn(async move { dispatcher.run(request, owner, Place::Elsewhere(reason), done) });
+        let message = format!("{}(): {reason}", self.call.signature.label);
+        self.done.send(Err(RpcError::application(message)));
     }
 }
 
-/// Parses a call's params, which must be present. Values may nest up to
-/// the codec's depth limit.
-fn parse_params(method: &Method, params: Option<&[u8]>) -> Result<CallParams, RpcError> {
-    let method = method.name();
-    let Some(params) = params else {
-        return Err(RpcError::new(ErrorCode::InvalidParams, format!("{method}: missing params")));
-    };
-    codec::decode(params).map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("{method}: invalid params: {e}")))
+/// An object being destroyed: its hooks are plugin code that may block.
+struct DestroyJob {
+    link: Arc<Link>,
+    entry: Entry,
+    owner: Option<Arc<str>>,
+    done: Done,
 }
 
-/// Encodes a call's result, or names the call in its error.
-fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, String>) -> Outcome {
-    let qualified = &signature.label;
-    match result {
-        Ok(Ok(Value::Remote(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
-        Ok(Ok(other)) if matches!(encode, Encode::NewObject) => Err(RpcError::application(format!(
-            "{qualified}(): the constructor returned {} instead of a new instance",
-            other.type_name()
-        ))),
-        Ok(Ok(value)) => rpc::encode_value(&value, qualified),
-        Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
-        Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
-    }
-}
-
-impl Incoming {
-    /// The owned form of `request`, parsed from `frame`. Raw params stay
-    /// in the frame (shared with the rest of a batch) until the request
-    /// runs.
-    pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
-        Self::owned(request, Some(frame)).expect("raw params have their frame")
+impl Job for DestroyJob {
+    fn run(self: Box<Self>) {
+        let DestroyJob { link, entry, owner, done } = *self;
+        let label = format!("{}.__del__", entry.class().name);
+        let now = Mutex::new(None);
+        invoke::release(&link, vec![entry], &label, owner, &now, move || done.send(Ok(b"null".to_vec())));
     }
 
-    /// The owned form of `request` if its params are decoded already (see
-    /// `rpc::parse_frame_decoding`); `None` if they are raw, and need the
-    /// frame.
-    pub(crate) fn decoded(request: rpc::Request<'_>) -> Option<Self> {
-        Self::owned(request, None)
-    }
-
-    fn owned(request: rpc::Request<'_>, frame: Option<&Bytes>) -> Option<Self> {
-        let params = match request.params {
-            None => Payload::Decoded(None),
-            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
-            Some(Params::Raw(raw)) => {
-                let frame = frame?;
-                Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw))
-            }
-        };
-        Some(Self { method: Method::parse(request.method), params })
+    /// Every sync thread waits on the host: run the hooks on a blocking
+    /// thread of the runtime instead (the object is already gone).
+    fn refuse(self: Box<Self>, _reason: String) {
+        match self.link.runtime().cloned() {
+            Some(runtime) => drop(runtime.spawn_blocking(move || self.run())),
+            None => self.done.send(Ok(b"null".to_vec())),
+        }
     }
 }

@@ -1,73 +1,136 @@
-//! [`InFlight`]: counts requests that still owe a response, so shutdown can
-//! wait for them.
+//! [`InFlight`]: the requests that still owe an answer, and the switch that
+//! stops new ones, so shutdown can wait for exactly the requests it let in.
+//!
+//! Both live under one mutex: a request either entered before closing (and
+//! shutdown waits for it) or is refused (and answered so): there is no
+//! moment in which one slips past both.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::Instant;
 
-use tokio::sync::Notify;
+#[cfg(scriptling_loom)]
+use crate::support::sync::wait;
+use crate::support::sync::{Condvar, Mutex, lock, wait_for};
 
 #[derive(Default)]
 pub(crate) struct InFlight {
-    count: AtomicUsize,
-    idle: Notify,
+    state: Mutex<State>,
+    idle: Condvar,
 }
 
-/// Held by a request until its response has been written.
+#[derive(Default)]
+struct State {
+    count: usize,
+    closing: bool,
+}
+
+/// Held by a request until its answer has been handed over.
 pub(crate) struct InFlightGuard(Arc<InFlight>);
 
 impl InFlight {
-    pub(crate) fn enter(self: &Arc<Self>) -> InFlightGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        InFlightGuard(Arc::clone(self))
+    /// Counts a new request, unless closing has begun (`None`: refuse it).
+    pub(crate) fn enter(self: &Arc<Self>) -> Option<InFlightGuard> {
+        let mut state = lock(&self.state);
+        if state.closing {
+            return None;
+        }
+        state.count += 1;
+        Some(InFlightGuard(Arc::clone(self)))
+    }
+
+    /// Refuses new requests from now on.
+    pub(crate) fn close(&self) {
+        lock(&self.state).closing = true;
     }
 
     pub(crate) fn count(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        lock(&self.state).count
     }
 
-    /// Waits until no request is in flight, or `limit` has passed. Returns
-    /// whether it became idle.
-    pub(crate) async fn wait_idle(&self, limit: Duration) -> bool {
-        let wait = async {
-            loop {
-                let notified = self.idle.notified();
-                if self.count() == 0 {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(limit, wait).await.is_ok()
+    /// Waits until no request is in flight, or `deadline` has passed.
+    /// Returns whether it became idle.
+    pub(crate) fn wait_idle(&self, deadline: Instant) -> bool {
+        let mut state = lock(&self.state);
+        while state.count > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            state = wait_for(&self.idle, state, left);
+        }
+        true
+    }
+
+    /// Waits until no request is in flight (for the model checks, where
+    /// time does not pass).
+    #[cfg(scriptling_loom)]
+    fn wait_until_idle(&self) {
+        let mut state = lock(&self.state);
+        while state.count > 0 {
+            state = wait(&self.idle, state);
+        }
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
+        let mut state = lock(&self.0.state);
+        state.count -= 1;
+        if state.count == 0 {
+            self.0.idle.notify_all();
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
-    #[tokio::test]
-    async fn waits_for_the_last_guard() {
+    #[test]
+    fn waits_for_the_last_guard_and_refuses_once_closing() {
         let inflight = Arc::new(InFlight::default());
-        let a = inflight.enter();
-        let b = inflight.enter();
-        assert!(!inflight.wait_idle(Duration::from_millis(10)).await);
-        let waiter = tokio::spawn({
+        let a = inflight.enter().unwrap();
+        let b = inflight.enter().unwrap();
+        assert!(!inflight.wait_idle(Instant::now() + Duration::from_millis(10)));
+        inflight.close();
+        assert!(inflight.enter().is_none(), "refused once closing");
+        let waiter = std::thread::spawn({
             let inflight = Arc::clone(&inflight);
-            async move { inflight.wait_idle(Duration::from_secs(5)).await }
+            move || inflight.wait_idle(Instant::now() + Duration::from_secs(5))
         });
         drop(a);
-        tokio::task::yield_now().await;
         drop(b);
-        assert!(waiter.await.unwrap());
+        assert!(waiter.join().unwrap());
         assert_eq!(inflight.count(), 0);
+    }
+}
+
+/// Every interleaving of a request arriving while shutdown begins (see
+/// ARCHITECTURE.md).
+#[cfg(all(test, scriptling_loom))]
+mod model {
+    use super::*;
+    use crate::support::sync::{AtomicBool, Ordering, thread};
+
+    /// A request is either refused or waited for: shutdown never finishes
+    /// while a request it let in is still running.
+    #[test]
+    fn a_request_is_refused_or_waited_for() {
+        crate::support::sync::model(|| {
+            let inflight = Arc::new(InFlight::default());
+            let running = Arc::new(AtomicBool::new(false));
+            let request = {
+                let (inflight, running) = (Arc::clone(&inflight), Arc::clone(&running));
+                thread::spawn(move || {
+                    if let Some(guard) = inflight.enter() {
+                        running.store(true, Ordering::SeqCst);
+                        running.store(false, Ordering::SeqCst);
+                        drop(guard);
+                    }
+                })
+            };
+            inflight.close();
+            inflight.wait_until_idle();
+            assert!(!running.load(Ordering::SeqCst), "shutdown finished with a request running");
+            request.join().unwrap();
+        });
     }
 }

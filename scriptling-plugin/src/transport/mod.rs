@@ -7,16 +7,19 @@ pub(crate) mod http;
 pub(crate) mod signals;
 pub(crate) mod stdio;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::exports::describe;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
-use crate::runtime::{panic, pool};
+use crate::runtime::dispatch::parallelism;
+use crate::runtime::panic;
 use crate::transport::cli::Command;
 use crate::transport::signals::Signals;
 use crate::transport::stdio::Session;
+use crate::transport::stdio::input::{Input, Stop};
 use crate::transport::stdio::lines::LineReader;
+use crate::transport::stdio::output::Output;
 
 impl Plugin {
     /// Serves the plugin over stdio until the host shuts it down, closes
@@ -27,11 +30,17 @@ impl Plugin {
     /// and file descriptor 1 is pointed at stderr, so `println!` anywhere in
     /// the process cannot corrupt the stream.
     ///
-    /// Shutdown, whatever its cause, answers the calls in flight (waiting up
-    /// to [`shutdown_grace`](Plugin::shutdown_grace)), destroys every live
-    /// object (running its `#[del]` hook and `Drop`), answers
-    /// `plugin.shutdown`, and returns `Ok(())`, so `main` exits with status
-    /// 0. A second SIGINT or SIGTERM exits at once (status 130 or 143).
+    /// Shutdown, whatever its cause, answers the calls in flight, destroys
+    /// every live object (running its `#[del]` hook and `Drop`) and answers
+    /// `plugin.shutdown`, all within
+    /// [`shutdown_grace`](Plugin::shutdown_grace) (what overruns it is
+    /// named on stderr and left behind); then it writes what is left for as
+    /// long as the host keeps reading, and returns `Ok(())`, so `main`
+    /// exits with status 0. If the host stops reading (nothing read for the
+    /// grace) or closes stdout, answers are lost: it returns
+    /// [`ServeError::Undelivered`] (or [`ServeError::Io`]) saying how many,
+    /// so `main` exits non-zero. A second SIGINT or SIGTERM exits at once
+    /// (status 130 or 143).
     ///
     /// It also sets glibc's allocator to return buffers of 1 MiB and more
     /// to the system when freed (large payloads otherwise stay resident in
@@ -95,26 +104,26 @@ impl Plugin {
             ));
         }
         // A handshake already waiting is answered first, before anything
-        // else is set up; otherwise the reader starts before the runtime is
-        // built, so the handshake is answered while its threads start.
-        // (Served through the session like any line, from this thread, it
-        // was answered ~60 µs later: building the session and its writer
-        // first is cold code. Measured with `plugin-bench spawn`.)
+        // else is set up. (Served through the session like any line, from
+        // this thread, it was answered ~60 µs later: building the session
+        // and its writer first is cold code. Measured with `plugin-bench spawn`.)
         let mut out = stdio::guard::take_stdout()?;
-        let mut lines = LineReader::new(std::io::stdin(), core.options.max_frame_bytes);
-        let answered = stdio::input_waiting() && stdio::answer_early_handshake(&core, &mut lines, &mut out);
+        let stop = Stop::new()?;
+        let input = Input::new(std::io::stdin(), Arc::clone(&stop), core.options.input_spin);
+        let mut lines = LineReader::new(input, core.options.max_frame_bytes);
+        if stdio::input::stdin_waiting() {
+            stdio::answer_early_handshake(&core, &mut lines, &mut out);
+        }
+        let rt = self::runtime()?;
         let signals = Signals::install();
         return_large_buffers_to_the_system();
         panic::install_hook(core.options.panic_backtraces);
-        let runtime = Arc::new(OnceLock::new());
-        // A line already here (the handshake, if it was not answered, or
-        // what came with it) is served from this thread too.
-        let first_here = lines.has_line() || (!answered && stdio::input_waiting());
-        let spin = core.options.input_spin;
-        let session = Session::start(Arc::new(core), lines, out, Arc::clone(&runtime), first_here, spin)?;
-        let rt = self::runtime()?;
-        let _ = runtime.set(rt.handle().clone());
-        let result = rt.block_on(session.finish(signals));
+        let output = Box::new(Output::new(out));
+        let mut session = Session::start(Arc::new(core), lines, stop, output, rt.handle().clone())?;
+        if let Some(signals) = signals {
+            session.watch_signals(signals)?;
+        }
+        let result = session.run_to_end();
         // Handlers still running past the grace period are abandoned, not waited for.
         rt.shutdown_background();
         result
@@ -143,17 +152,30 @@ impl Plugin {
     }
 
     /// Like [`run`](Plugin::run), on the caller's tokio runtime. Async
-    /// handlers run on it (use a multi-threaded runtime); sync handlers run
-    /// on the SDK's own worker threads.
+    /// handlers run on it; sync handlers run on the SDK's own worker
+    /// threads, and the session's reading, writing and shutdown on threads
+    /// of their own (so a single-threaded runtime serves too).
+    ///
+    /// SIGINT and SIGTERM end the session as under `run`, and whatever
+    /// handled them before (your own `tokio::signal::ctrl_c()`, say) still
+    /// does; when this returns, their previous handling is restored, and no
+    /// thread of the SDK reads stdin or writes stdout any more.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let signals = Signals::install();
         panic::install_hook(core.options.panic_backtraces);
-        let out = stdio::guard::take_stdout()?;
-        let runtime = Arc::new(OnceLock::from(tokio::runtime::Handle::current()));
-        let lines = LineReader::new(std::io::stdin(), core.options.max_frame_bytes);
-        let spin = core.options.input_spin;
-        Session::start(Arc::new(core), lines, out, runtime, false, spin)?.finish(signals).await
+        let output = Box::new(Output::new(stdio::guard::take_stdout()?));
+        let stop = Stop::new()?;
+        let input = Input::new(std::io::stdin(), Arc::clone(&stop), core.options.input_spin);
+        let lines = LineReader::new(input, core.options.max_frame_bytes);
+        let runtime = tokio::runtime::Handle::current();
+        let mut session = Session::start(Arc::new(core), lines, stop, output, runtime)?;
+        if let Some(signals) = signals {
+            session.watch_signals(signals)?;
+        }
+        tokio::task::spawn_blocking(move || session.run_to_end())
+            .await
+            .unwrap_or_else(|e| Err(ServeError::Io(std::io::Error::other(format!("serving stdio panicked: {e}")))))
     }
 }
 
@@ -161,7 +183,7 @@ impl Plugin {
 /// core count is asked once, shared with the sync pool).
 pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(pool::parallelism())
+        .worker_threads(parallelism())
         .enable_all()
         .thread_name("plugin-tokio")
         .build()

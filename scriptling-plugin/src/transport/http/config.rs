@@ -19,6 +19,7 @@ use crate::exports::error::ServeError;
 /// | idle keep-alive connection | 60 s (closed) | `SCRIPTLING_PLUGIN_IDLE_TIMEOUT` |
 /// | open connections | 10 000 (`503` beyond) | `SCRIPTLING_PLUGIN_MAX_CONNECTIONS` |
 /// | object idle time | 10 min (destroyed) | `SCRIPTLING_PLUGIN_OBJECT_TTL` (seconds, `0` = never) |
+/// | live objects per client | 10 000 (`-32000` naming the limit beyond) | `SCRIPTLING_PLUGIN_MAX_OBJECTS` |
 /// | `X-Scriptling-Client` length | 256 bytes (`431` beyond) | — |
 /// | requests in a batch | `Plugin::max_batch_len`, 100 000 (`-32600` beyond) | — |
 ///
@@ -46,7 +47,12 @@ pub struct HttpConfig {
     pub(crate) idle_timeout: Duration,
     pub(crate) max_connections: usize,
     pub(crate) object_ttl: Option<Duration>,
+    pub(crate) max_objects: usize,
 }
+
+/// The longest time a variable may set: a century, far past any use, and
+/// far from the overflow of a deadline computed from it.
+const MAX_SECONDS: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// The longest `X-Scriptling-Client` value accepted.
 pub(crate) const MAX_CLIENT_ID_BYTES: usize = 256;
@@ -66,6 +72,7 @@ impl HttpConfig {
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             object_ttl: Some(Duration::from_secs(600)),
+            max_objects: 10_000,
         }
     }
 
@@ -140,6 +147,15 @@ impl HttpConfig {
         self
     }
 
+    /// The most objects one client may keep alive at once (default 10 000;
+    /// clients without an `X-Scriptling-Client` id share one allowance).
+    /// Creating one more fails, with a message naming this limit, until the
+    /// client destroys some: a client cannot fill the server's memory.
+    pub fn max_objects(mut self, objects: usize) -> Self {
+        self.max_objects = objects.max(1);
+        self
+    }
+
     /// The address to bind.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -198,7 +214,12 @@ impl HttpConfig {
                 .ok()
                 .filter(|s: &f64| s.is_finite() && (*s > 0.0 || (allow_zero && *s == 0.0)))
                 .ok_or_else(|| format!("{name} must be a positive number of seconds, got {text:?}"))?;
-            Ok(Some(Duration::from_secs_f64(secs)))
+            // Beyond what a `Duration` (or a deadline) can hold: refused, not a panic.
+            let duration = Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|d| *d <= MAX_SECONDS)
+                .ok_or_else(|| format!("{name} must be at most {} seconds, got {text:?}", MAX_SECONDS.as_secs()))?;
+            Ok(Some(duration))
         };
         let count = |name: &str| -> Result<Option<usize>, String> {
             let Some(text) = env(name) else { return Ok(None) };
@@ -228,6 +249,9 @@ impl HttpConfig {
         }
         if let Some(n) = count("SCRIPTLING_PLUGIN_MAX_BODY")? {
             config = config.max_body_bytes(n);
+        }
+        if let Some(n) = count("SCRIPTLING_PLUGIN_MAX_OBJECTS")? {
+            config = config.max_objects(n);
         }
         Ok(Some(config))
     }
@@ -294,5 +318,11 @@ mod tests {
         assert_eq!(err, "SCRIPTLING_PLUGIN_MAX_CONNECTIONS must be a positive whole number, got \"lots\"");
         let err = parse(&["--listen", "9000"], &[("SCRIPTLING_PLUGIN_TIMEOUT", "-1")]).unwrap_err();
         assert!(err.starts_with("SCRIPTLING_PLUGIN_TIMEOUT must be a positive number of seconds"));
+        for huge in ["1e20", "1e300", "4000000000"] {
+            let err = parse(&["--listen", "9000"], &[("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", huge)]).unwrap_err();
+            assert!(err.starts_with("SCRIPTLING_PLUGIN_IDLE_TIMEOUT must be at most"), "{err}");
+        }
+        let objects = parse(&["--listen", "9000"], &[("SCRIPTLING_PLUGIN_MAX_OBJECTS", "3")]).unwrap().unwrap();
+        assert_eq!(objects.max_objects, 3);
     }
 }

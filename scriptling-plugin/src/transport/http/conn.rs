@@ -69,9 +69,10 @@ impl Activity {
         loop {
             let mut changed = pin!(self.changed.notified());
             changed.as_mut().enable();
+            // A limit too long to add to an instant is no limit at all.
             let deadline = match *lock(&self.phase) {
-                Phase::Idle(since) => Some(since + idle),
-                Phase::Head(since) => Some(since + header),
+                Phase::Idle(since) => since.checked_add(idle),
+                Phase::Head(since) => since.checked_add(header),
                 Phase::Busy => None,
             };
             match deadline {

@@ -44,8 +44,8 @@ mod service;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use hyper::server::conn::http1;
@@ -60,12 +60,12 @@ pub use config::HttpConfig;
 pub(crate) use config::parse_addr;
 pub use service::CLIENT_HEADER;
 
-use crate::call::link::Link;
-use crate::call::objects::ObjectTable;
+use crate::call::link::{Link, Waits};
+use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::runtime::dispatch::Dispatcher;
-use crate::runtime::panic;
+use crate::runtime::{panic, teardown};
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
 use crate::transport::signals::Signals;
@@ -78,12 +78,14 @@ pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
     raise_file_limit(config.max_connections);
     let rt = super::runtime()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-    if let Some(signals) = signals {
-        signals.deliver(move |signal| {
+    // Restores the previous handlers when serving ends.
+    let _watch = match signals {
+        Some(signals) => Some(signals.watch(move |signal| {
             eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
             let _ = stop_tx.send(());
-        });
-    }
+        })?),
+        None => None,
+    };
     let result = rt.block_on(async {
         let stop = async {
             // Without signals (already caught elsewhere), serve until killed.
@@ -115,11 +117,13 @@ pub(crate) async fn serve(
     }
     bound(local);
     let grace = core.options.shutdown_grace;
-    let runtime = Arc::new(OnceLock::from(Handle::current()));
+    let runtime = Handle::current();
     let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
-    let objects = ObjectTable::generated(random_id);
+    let limit = Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects" };
+    let objects = ObjectTable::generated(random_id, Some(limit));
+    let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
     // HTTP cannot carry the plugin's own requests: no host channel.
-    let link = Link::new(Arc::clone(&core.library), objects, classes, None, Arc::clone(&runtime));
+    let link = Link::new(Arc::clone(&core.library), objects, classes, None, runtime.clone(), waits);
     let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
     let sweeper = config.object_ttl.map(|ttl| tokio::spawn(expire_idle_objects(Arc::clone(&dispatcher), ttl)));
     let service = Arc::new(Service { dispatcher: Arc::clone(&dispatcher), config });
@@ -152,11 +156,15 @@ pub(crate) async fn serve(
             dispatcher.in_flight()
         );
     }
+    dispatcher.abandon();
     let remaining = dispatcher.link().objects.drain();
-    let _ = tokio::task::spawn_blocking(move || {
-        dispatcher.release(remaining, "server stop".into(), None, Box::new(|| {}));
-    })
-    .await;
+    let link = Arc::clone(dispatcher.link());
+    let deadline = Instant::now().checked_add(grace);
+    let released =
+        tokio::task::spawn_blocking(move || teardown::release_within(&link, remaining, "server stop", deadline));
+    if let Ok(Err(overran)) = released.await {
+        eprintln!("scriptling-plugin: {overran}; stopping without waiting for it");
+    }
     Ok(())
 }
 
@@ -272,20 +280,20 @@ async fn expire_idle_objects(dispatcher: Arc<Dispatcher>, ttl: Duration) {
         if expired.is_empty() {
             continue;
         }
-        let releasing = Arc::clone(&dispatcher);
-        let _ = tokio::task::spawn_blocking(move || {
-            releasing.release(expired, "object expiry".into(), None, Box::new(|| {}));
-        })
-        .await;
+        let link = Arc::clone(dispatcher.link());
+        // The sweeper waits for the hooks, so a slow one delays the next sweep only.
+        let _ =
+            tokio::task::spawn_blocking(move || teardown::release_within(&link, expired, "object expiry", None)).await;
     }
 }
 
 /// An object id no client can guess: 128 bits from the operating system's
 /// random source, as 32 hex digits.
-fn random_id() -> String {
+fn random_id() -> Result<String, String> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("cannot make an object id: the system's random source failed: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Raises the soft limit on open files towards `connections` (plus room for
@@ -314,10 +322,10 @@ mod tests {
 
     #[test]
     fn random_ids_are_128_bits_and_differ() {
-        let a = random_id();
+        let a = random_id().unwrap();
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(a, random_id());
+        assert_ne!(a, random_id().unwrap());
     }
 
     #[tokio::test(start_paused = true)]

@@ -13,7 +13,9 @@ use tokio::sync::oneshot;
 
 use crate::rpc::{self, ErrorCode, Frame as Parsed, Message, Method, RpcError};
 use crate::runtime::batch::Batch;
-use crate::runtime::dispatch::{self, Dispatcher, Done, Incoming as Call, Outcome};
+use crate::runtime::dispatch::{self, Dispatcher, Incoming as Call};
+use crate::runtime::done::{Done, Outcome};
+use crate::runtime::teardown;
 use crate::support::lock;
 use crate::transport::http::config::{HttpConfig, MAX_CLIENT_ID_BYTES};
 
@@ -152,10 +154,14 @@ impl Service {
     fn shutdown(&self, owner: Option<Arc<str>>, done: Done) {
         let Some(owner) = owner else { return done.send(Ok(b"null".to_vec())) };
         let mine = self.dispatcher.link().objects.drain_owned_by(&owner);
-        let dispatcher = Arc::clone(&self.dispatcher);
+        let link = Arc::clone(self.dispatcher.link());
+        let deadline = std::time::Instant::now().checked_add(self.dispatcher.core().options.shutdown_grace);
         tokio::task::spawn_blocking(move || {
-            let then = Box::new(move || done.send(Ok(b"null".to_vec())));
-            dispatcher.release(mine, "plugin.shutdown".into(), Some(owner), then);
+            // Answered within the grace, whatever the hooks do.
+            if let Err(overran) = teardown::release_within(&link, mine, "plugin.shutdown", deadline) {
+                eprintln!("scriptling-plugin: {overran}; answering plugin.shutdown without waiting for it");
+            }
+            done.send(Ok(b"null".to_vec()));
         });
     }
 }

@@ -23,12 +23,6 @@ impl<R: Read> LineReader<R> {
         Self { inner: BufReader::with_capacity(64 * 1024, inner), max }
     }
 
-    /// Whether the next line is already read in full (so `next` will not
-    /// wait for the host).
-    pub(crate) fn has_line(&self) -> bool {
-        self.inner.buffer().contains(&b'\n')
-    }
-
     /// The first line in the buffer (without its newline), reading once if
     /// the buffer is empty, without consuming it; `None` unless it is there
     /// whole. For a caller that only wants the line if it is of one kind
@@ -72,7 +66,7 @@ impl<R: Read> LineReader<R> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
 

@@ -1,43 +1,22 @@
 //! Helpers every layer shares: poison-tolerant locking, panic messages,
 //! readable type names, stack for deep recursion, maps keyed by export
-//! names. The lowest layer: it imports nothing from the crate.
+//! names, and the primitives the model-checked core is built on. The
+//! lowest layer: it imports nothing from the crate.
+
+pub(crate) mod sync;
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 /// A map from export names (functions, classes, methods, properties) to
-/// what they name, hashed with FNV-1a.
+/// what they name, hashed with rustc's FxHash.
 ///
 /// Every call looks a name up; std's SipHash cost ~2% of a plain call's
 /// CPU. SipHash defends maps that grow from untrusted keys; these are
 /// built once from the plugin's own registrations and only read after, so
 /// a host's names can make a lookup miss but never make the map slow.
-pub(crate) type NameMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
-
-/// FNV-1a, 64-bit: fast on the short strings export names are.
-pub(crate) struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut hash = self.0;
-        for &b in bytes {
-            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = hash;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+pub(crate) type NameMap<V> = HashMap<String, V, rustc_hash::FxBuildHasher>;
 
 /// Locks `mutex`, ignoring poison.
 ///
@@ -148,18 +127,6 @@ fn last_segment(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnv_matches_the_reference_vectors() {
-        let hash = |bytes: &[u8]| {
-            let mut h = Fnv::default();
-            h.write(bytes);
-            h.finish()
-        };
-        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
-    }
 
     struct Point;
 
