@@ -104,7 +104,8 @@ impl Dispatcher {
     /// A dispatcher for `core`, whose calls reach `link`; sync handlers run
     /// on a pool of its own, inside `runtime`.
     pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Handle) -> Arc<Self> {
-        let pool = Pool::new(Some(runtime), parallelism(), core.options.max_sync_threads);
+        let options = &core.options;
+        let pool = Pool::new(Some(runtime), parallelism(), options.max_sync_threads, options.input_spin);
         let host_waits = pool.host_waits();
         Arc::new(Self {
             core,

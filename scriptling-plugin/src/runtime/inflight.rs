@@ -22,6 +22,9 @@ pub(crate) struct InFlight {
 struct State {
     count: usize,
     closing: bool,
+    /// Threads waiting for the count to reach zero (a condvar signal is a
+    /// system call even with nobody waiting, so it is sent only to someone).
+    waiters: usize,
 }
 
 /// Held by a request until its answer has been handed over.
@@ -53,7 +56,9 @@ impl InFlight {
         let mut state = lock(&self.state);
         while state.count > 0 {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            state.waiters += 1;
             state = wait_for(&self.idle, state, left);
+            state.waiters -= 1;
         }
         true
     }
@@ -64,7 +69,9 @@ impl InFlight {
     fn wait_until_idle(&self) {
         let mut state = lock(&self.state);
         while state.count > 0 {
+            state.waiters += 1;
             state = wait(&self.idle, state);
+            state.waiters -= 1;
         }
     }
 }
@@ -73,7 +80,7 @@ impl Drop for InFlightGuard {
     fn drop(&mut self) {
         let mut state = lock(&self.0.state);
         state.count -= 1;
-        if state.count == 0 {
+        if state.count == 0 && state.waiters > 0 {
             self.0.idle.notify_all();
         }
     }

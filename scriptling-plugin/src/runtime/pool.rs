@@ -7,6 +7,12 @@
 //!   than cores are busy; otherwise it queues, and the next thread to
 //!   finish its job takes it. So quick calls under load need no thread
 //!   wake-ups, and no more threads than cores compete for the cores.
+//! - A thread that finds nothing queued polls the queue for a moment
+//!   (`Plugin::input_spin`, 50 µs) before it sleeps, one thread at a time:
+//!   the host's next request, handed over by the reader, then needs no
+//!   thread wake-up. This is the runtime's one spin (see ARCHITECTURE.md
+//!   for why it sits here and not in the reader); it is off on one core,
+//!   where spinning could only delay the reader it waits for.
 //! - A thread whose handler waits on the host says so
 //!   ([`HostWaits`](crate::call::context::HostWaits)) and stops counting as
 //!   busy at once: another thread takes the work queued behind it, so the
@@ -67,6 +73,8 @@ struct Shared {
     /// Threads that pull work at once under load: the core count.
     parallelism: usize,
     max_threads: usize,
+    /// How long an idle thread polls for work before it sleeps.
+    spin: Duration,
     /// Entered by every thread (so handlers can use `tokio::spawn`), and
     /// the timer of the stall rule. `None` in the model checks.
     runtime: Option<Handle>,
@@ -83,6 +91,8 @@ struct State {
     notified: usize,
     /// Threads whose job waits on the host.
     on_host: usize,
+    /// A thread polls the queue for work (one at a time).
+    spinning: bool,
     /// Jobs started so far: the stall rule's measure of progress.
     started: u64,
     /// A stall check is scheduled.
@@ -105,13 +115,16 @@ impl State {
 
 impl Pool {
     /// A pool of at most `max_threads` threads, `parallelism` of which pull
-    /// work at once, each inside `runtime`.
-    pub(crate) fn new(runtime: Option<Handle>, parallelism: usize, max_threads: usize) -> Self {
+    /// work at once, each inside `runtime`; an idle thread polls for work
+    /// for `spin` before it sleeps (not on one core).
+    pub(crate) fn new(runtime: Option<Handle>, parallelism: usize, max_threads: usize, spin: Duration) -> Self {
+        let parallelism = parallelism.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
-            parallelism: parallelism.max(1),
+            parallelism,
             max_threads: max_threads.max(1),
+            spin: if parallelism > 1 { spin } else { Duration::ZERO },
             runtime,
         });
         Pool { shared }
@@ -164,8 +177,8 @@ impl Pool {
 impl Shared {
     /// Gets queued work a thread: an idle one, or a new one.
     fn bring_in(self: &Arc<Self>, state: &mut State) {
-        if state.queue.len() <= state.notified {
-            return; // threads told already will take it
+        if state.queue.len() <= state.notified + usize::from(state.spinning) {
+            return; // threads told already, or polling, will take it
         }
         if state.idle > 0 {
             state.idle -= 1;
@@ -264,6 +277,15 @@ impl Shared {
                 state.threads -= 1;
                 return;
             }
+            if !state.spinning && !self.spin.is_zero() {
+                state.spinning = true;
+                drop(state);
+                state = self.poll_for_work();
+                state.spinning = false;
+                if !state.queue.is_empty() || state.closed {
+                    continue;
+                }
+            }
             state.idle += 1;
             state = wait_for(&self.work, state, IDLE_EXIT);
             if state.notified > 0 {
@@ -279,6 +301,24 @@ impl Shared {
                 return;
             }
         }
+    }
+}
+
+impl Shared {
+    /// Polls the queue for up to `spin`, yielding the core between looks
+    /// (the reader may need it to read the work); returns with the state
+    /// locked.
+    fn poll_for_work(&self) -> MutexGuard<'_, State> {
+        let deadline = std::time::Instant::now() + self.spin;
+        while std::time::Instant::now() < deadline {
+            if let Ok(state) = self.state.try_lock() {
+                if !state.queue.is_empty() || state.closed {
+                    return state;
+                }
+            }
+            thread::yield_now();
+        }
+        lock(&self.state)
     }
 }
 
@@ -347,7 +387,7 @@ mod tests {
     #[test]
     fn runs_every_job() {
         let rt = runtime();
-        let pool = Pool::new(Some(rt.handle().clone()), 2, 64);
+        let pool = Pool::new(Some(rt.handle().clone()), 2, 64, Duration::from_micros(50));
         let (tx, rx) = mpsc::channel();
         for i in 0..1000 {
             let tx = tx.clone();
@@ -362,7 +402,7 @@ mod tests {
     #[test]
     fn blocked_threads_do_not_hold_up_other_jobs() {
         let rt = runtime();
-        let pool = Pool::new(Some(rt.handle().clone()), 2, 64);
+        let pool = Pool::new(Some(rt.handle().clone()), 2, 64, Duration::from_micros(50));
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
         // More blocked jobs than cores.
@@ -396,7 +436,7 @@ mod tests {
     #[test]
     fn threads_waiting_on_the_host_lend_their_place_at_once() {
         // No runtime: no stall rule, so only the host waits make room.
-        let pool = Pool::new(None, 1, 64);
+        let pool = Pool::new(None, 1, 64, Duration::ZERO);
         let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         for _ in 0..20 {
             pool.submit(on_host(&pool, &gate));
@@ -412,7 +452,7 @@ mod tests {
 
     #[test]
     fn when_every_thread_waits_on_the_host_new_work_is_refused_at_once() {
-        let pool = Pool::new(None, 1, 4);
+        let pool = Pool::new(None, 1, 4, Duration::ZERO);
         let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         for _ in 0..4 {
             pool.submit(on_host(&pool, &gate));
@@ -434,7 +474,7 @@ mod tests {
     #[test]
     fn a_panicking_job_leaves_the_counts_right_and_close_refuses_what_waits() {
         let rt = runtime();
-        let pool = Pool::new(Some(rt.handle().clone()), 2, 8);
+        let pool = Pool::new(Some(rt.handle().clone()), 2, 8, Duration::from_micros(50));
         for _ in 0..10 {
             pool.submit(task(|| panic!("job panic")));
         }
@@ -479,7 +519,7 @@ mod model {
     #[test]
     fn work_behind_a_full_pool_waiting_on_the_host_is_refused_never_stuck() {
         crate::support::sync::model(|| {
-            let pool = Pool::new(None, 1, 1);
+            let pool = Pool::new(None, 1, 1, Duration::ZERO);
             let (ran, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
             let inner_done = Arc::new(AtomicUsize::new(0));
             let (p, r, f, d) = (pool.clone(), Arc::clone(&ran), Arc::clone(&refused), Arc::clone(&inner_done));
@@ -511,7 +551,7 @@ mod model {
     #[test]
     fn no_job_is_lost() {
         crate::support::sync::model(|| {
-            let pool = Pool::new(None, 1, 2);
+            let pool = Pool::new(None, 1, 2, Duration::ZERO);
             let ran = Arc::new(AtomicUsize::new(0));
             let refused = Arc::new(AtomicUsize::new(0));
             for _ in 0..2 {

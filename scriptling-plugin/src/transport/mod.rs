@@ -109,7 +109,7 @@ impl Plugin {
         // and its writer first is cold code. Measured with `plugin-bench spawn`.)
         let mut out = stdio::guard::take_stdout()?;
         let stop = Stop::new()?;
-        let input = Input::new(std::io::stdin(), Arc::clone(&stop), core.options.input_spin);
+        let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let mut lines = LineReader::new(input, core.options.max_frame_bytes);
         if stdio::input::stdin_waiting() {
             stdio::answer_early_handshake(&core, &mut lines, &mut out);
@@ -166,7 +166,7 @@ impl Plugin {
         panic::install_hook(core.options.panic_backtraces);
         let output = Box::new(Output::new(stdio::guard::take_stdout()?));
         let stop = Stop::new()?;
-        let input = Input::new(std::io::stdin(), Arc::clone(&stop), core.options.input_spin);
+        let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let lines = LineReader::new(input, core.options.max_frame_bytes);
         let runtime = tokio::runtime::Handle::current();
         let mut session = Session::start(Arc::new(core), lines, stop, output, runtime)?;

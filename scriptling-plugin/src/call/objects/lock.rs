@@ -67,6 +67,9 @@ struct Access {
     next_ticket: u64,
     /// Async waiters to wake on any change.
     wakers: Vec<Waker>,
+    /// Blocking waiters (a condvar signal is a system call even with nobody
+    /// waiting, so it is sent only to someone).
+    blocked: usize,
 }
 
 /// What a borrow may do now.
@@ -180,7 +183,9 @@ impl ObjectLock {
                 }
                 Decision::Wait(t) => {
                     ticket = Some(t);
+                    access.blocked += 1;
                     access = wait(&self.changed, access);
+                    access.blocked -= 1;
                 }
             }
         }
@@ -200,8 +205,12 @@ impl ObjectLock {
     /// Wakes every waiter to decide again (something changed: a release, a
     /// waiter leaving the queue, a holder's wait on the host).
     fn changed_now(&self) {
-        let wakers = std::mem::take(&mut lock(&self.access).wakers);
-        self.changed.notify_all();
+        let mut access = lock(&self.access);
+        let wakers = std::mem::take(&mut access.wakers);
+        if access.blocked > 0 {
+            self.changed.notify_all();
+        }
+        drop(access);
         for waker in wakers {
             waker.wake();
         }

@@ -1,19 +1,13 @@
 //! [`Input`]: the host's requests, read so that the session can stop the
-//! reading at any moment, after polling briefly for the next request.
+//! reading at any moment.
 //!
 //! Every read first waits for the input *or* the session's [`Stop`] (one
 //! `poll` on both), so a session that ends stops its reader at once instead
-//! of leaving a thread blocked on the process's stdin. Before it sleeps in
-//! `poll`, the reader polls the input for up to `Plugin::input_spin` (50 µs
-//! by default): a host calling in a loop sends its next request a few
-//! microseconds after reading an answer, and waking a thread asleep on a
-//! pipe costs about 3 µs on bare metal and up to 20 µs under
-//! virtualisation. This is the runtime's only spin.
+//! of leaving a thread blocked on the process's stdin.
 
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 /// Tells a reader to stop, through a pipe its `poll` watches.
 pub(crate) struct Stop {
@@ -74,13 +68,12 @@ pub(crate) fn stopped() -> io::Error {
 pub(crate) struct Input<R> {
     inner: R,
     stop: Arc<Stop>,
-    spin: Duration,
 }
 
 impl<R> Input<R> {
-    /// Reads `inner` until `stop`, polling it for `spin` before sleeping.
-    pub(crate) fn new(inner: R, stop: Arc<Stop>, spin: Duration) -> Self {
-        Self { inner, stop, spin }
+    /// Reads `inner` until `stop`.
+    pub(crate) fn new(inner: R, stop: Arc<Stop>) -> Self {
+        Self { inner, stop }
     }
 }
 
@@ -92,16 +85,6 @@ impl<R: Read + std::os::fd::AsRawFd> Input<R> {
         use std::os::fd::AsRawFd;
         self.unless_stopped()?;
         let input = self.inner.as_raw_fd();
-        if !self.spin.is_zero() {
-            let until = Instant::now() + self.spin;
-            while Instant::now() < until {
-                if poll(&mut [pollin(input)], 0)? > 0 {
-                    return self.unless_stopped();
-                }
-                // On one core, let the handler that will answer run.
-                std::thread::yield_now();
-            }
-        }
         loop {
             let mut fds = [pollin(input), pollin(self.stop.read.as_raw_fd())];
             if poll(&mut fds, -1)? > 0 {
@@ -173,12 +156,13 @@ pub(crate) fn stdin_waiting() -> bool {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::time::Duration;
 
     #[test]
     fn a_blocked_read_returns_when_stopped_and_reads_what_arrives_otherwise() {
         let (reader, mut writer) = std::io::pipe().unwrap();
         let stop = Stop::new().unwrap();
-        let mut input = Input::new(reader, Arc::clone(&stop), Duration::from_micros(50));
+        let mut input = Input::new(reader, Arc::clone(&stop));
         writer.write_all(b"hi").unwrap();
         let mut buf = [0u8; 8];
         assert_eq!(input.read(&mut buf).unwrap(), 2);

@@ -26,8 +26,9 @@ pub(crate) struct Room {
 
 /// What the frame writer needs of the protocol stream.
 pub(crate) trait Stream: Send {
-    /// How many more bytes the stream takes now without waiting, if known.
-    fn room(&mut self) -> Option<Room>;
+    /// How many more bytes the stream takes now without waiting, if known;
+    /// the answer may be an underestimate when it is at least `wanted`.
+    fn room(&mut self, wanted: usize) -> Option<Room>;
     /// Writes what the stream takes now from `bufs` (0 when it is full).
     fn write_now(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
     /// Waits until the stream takes more, for at most `limit`.
@@ -46,6 +47,10 @@ pub(crate) struct Output {
 struct Pipe {
     capacity: usize,
     flags: libc::c_int,
+    /// Room measured last, less what was written since: a lower bound
+    /// (the host only ever makes more), so a write that fits it needs no
+    /// measuring (an `ioctl` per answer, otherwise).
+    known: usize,
 }
 
 /// Bytes the kernel moves in one page of a pipe.
@@ -84,7 +89,7 @@ impl Pipe {
                 return None;
             }
             let capacity = pipe_capacity(fd);
-            Some(Pipe { capacity, flags })
+            Some(Pipe { capacity, flags, known: 0 })
         }
     }
 }
@@ -119,11 +124,15 @@ impl Drop for Output {
 }
 
 impl Stream for Output {
-    fn room(&mut self) -> Option<Room> {
+    fn room(&mut self, wanted: usize) -> Option<Room> {
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let pipe = self.pipe.as_ref()?;
+            let pipe = self.pipe.as_mut()?;
+            let most = pipe.capacity.saturating_sub(PAGE);
+            if pipe.known >= wanted {
+                return Some(Room { now: pipe.known, most });
+            }
             let mut unread: libc::c_int = 0;
             // SAFETY: FIONREAD writes one int, ours.
             if unsafe { libc::ioctl(self.file.as_raw_fd(), libc::FIONREAD, &mut unread) } != 0 {
@@ -132,11 +141,14 @@ impl Stream for Output {
             // A partly read page still takes a whole page, as may the last,
             // partly filled one: count both as full.
             let used = (usize::try_from(unread).unwrap_or(0)).div_ceil(PAGE) * PAGE + PAGE;
-            let most = pipe.capacity.saturating_sub(PAGE);
-            Some(Room { now: pipe.capacity.saturating_sub(used), most })
+            pipe.known = pipe.capacity.saturating_sub(used);
+            Some(Room { now: pipe.known, most })
         }
         #[cfg(not(unix))]
-        None
+        {
+            let _ = wanted;
+            None
+        }
     }
 
     fn write_now(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -146,7 +158,14 @@ impl Stream for Output {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
                 Ok(0) if bufs.iter().any(|b| !b.is_empty()) => return Err(io::ErrorKind::WriteZero.into()),
-                other => return other,
+                Ok(n) => {
+                    #[cfg(unix)]
+                    if let Some(pipe) = &mut self.pipe {
+                        pipe.known = pipe.known.saturating_sub(n);
+                    }
+                    return Ok(n);
+                }
+                Err(e) => return Err(e),
             }
         }
     }

@@ -146,6 +146,9 @@ struct Queue {
     thread_started: bool,
     status: Status,
     undelivered: Undelivered,
+    /// Threads waiting on `changed` (a condvar signal is a system call even
+    /// with nobody waiting, so it is sent only to someone).
+    waiters: usize,
 }
 
 /// Told once when a write fails.
@@ -172,6 +175,7 @@ impl FrameWriter {
                 thread_started: false,
                 status: Status::Open,
                 undelivered: Undelivered::default(),
+                waiters: 0,
             }),
             changed: Condvar::new(),
             out: Mutex::new(out),
@@ -211,7 +215,7 @@ impl FrameWriter {
                 // The stream is full: the writer thread waits for room.
                 queue.writer = Writer::Thread;
                 self.start_thread(&mut queue);
-                return self.changed.notify_all();
+                return self.tell(&queue);
             }
         }
     }
@@ -289,7 +293,7 @@ impl FrameWriter {
         let mut queue = lock(&self.queue);
         loop {
             while queue.writer != Writer::Thread && queue.status == Status::Open {
-                queue = wait(&self.changed, queue);
+                queue = self.wait(queue, None);
             }
             if queue.status != Status::Open {
                 return self.step_down(queue);
@@ -311,17 +315,35 @@ impl FrameWriter {
             if queue.frames.is_empty() {
                 queue.writer = Writer::Nobody;
             }
-            self.changed.notify_all();
+            self.tell(&queue);
             if stalled && queue.writer == Writer::Thread && queue.status == Status::Open {
                 // Room was signalled, but not enough for the next whole frame.
-                queue = wait_for(&self.changed, queue, Duration::from_millis(1));
+                queue = self.wait(queue, Some(Duration::from_millis(1)));
             }
         }
     }
 
     fn step_down(&self, mut queue: MutexGuard<'_, Queue>) {
         queue.writer = Writer::Nobody;
-        self.changed.notify_all();
+        self.tell(&queue);
+    }
+
+    /// Signals a change to whoever waits on it.
+    fn tell(&self, queue: &Queue) {
+        if queue.waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits for a change (for at most `limit`), counted as a waiter.
+    fn wait<'a>(&'a self, mut queue: MutexGuard<'a, Queue>, limit: Option<Duration>) -> MutexGuard<'a, Queue> {
+        queue.waiters += 1;
+        let mut queue = match limit {
+            Some(limit) => wait_for(&self.changed, queue, limit),
+            None => wait(&self.changed, queue),
+        };
+        queue.waiters -= 1;
+        queue
     }
 
     /// Blocks while more than the high-water mark waits to be written (the
@@ -329,7 +351,7 @@ impl FrameWriter {
     pub(crate) fn wait_for_room(&self, stop: impl Fn() -> bool) {
         let mut queue = lock(&self.queue);
         while queue.bytes > HIGH_WATER && queue.status == Status::Open && !stop() {
-            queue = wait(&self.changed, queue);
+            queue = self.wait(queue, None);
         }
     }
 
@@ -351,12 +373,12 @@ impl FrameWriter {
                 progress = (queue.written, Instant::now());
             }
             let Some(left) = patience.checked_sub(progress.1.elapsed()) else { break };
-            queue = wait_for(&self.changed, queue, left);
+            queue = self.wait(queue, Some(left));
         }
         self.close_queue(&mut queue);
         // Whoever writes stops within a poll slice; what it held is counted.
         while queue.writer != Writer::Nobody {
-            queue = wait(&self.changed, queue);
+            queue = self.wait(queue, None);
         }
         queue.undelivered
     }
@@ -377,7 +399,7 @@ impl FrameWriter {
             queue.undelivered.count(frame);
         }
         queue.bytes = 0;
-        self.changed.notify_all();
+        self.tell(queue);
     }
 
     /// Whether a write has failed (the host closed stdout).
@@ -404,7 +426,8 @@ struct Progress {
 /// A frame that began already, or that is larger than the stream ever
 /// holds, is written in parts: nothing else could make room for it.
 fn write_fitting(out: &mut dyn Stream, frames: &VecDeque<Frame>, skip: usize) -> io::Result<Progress> {
-    let room = out.room();
+    let wanted: usize = frames.iter().take(MAX_SLICES / 4).map(Frame::len).sum::<usize>() - skip;
+    let room = out.room(wanted);
     let mut slices = Vec::with_capacity(frames.len().min(MAX_SLICES) * 2);
     let mut planned = 0;
     for (i, frame) in frames.iter().enumerate() {
@@ -464,7 +487,7 @@ mod tests {
     }
 
     impl Stream for Fake {
-        fn room(&mut self) -> Option<Room> {
+        fn room(&mut self, _: usize) -> Option<Room> {
             self.0.lock().unwrap().room.map(|now| Room { now, most: 61 * 1024 })
         }
         fn write_now(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -603,7 +626,7 @@ mod model {
     }
 
     impl Stream for Fake {
-        fn room(&mut self) -> Option<Room> {
+        fn room(&mut self, _: usize) -> Option<Room> {
             let now = if std::mem::replace(&mut self.asked, true) { 1000 } else { 0 };
             Some(Room { now, most: 1000 })
         }
