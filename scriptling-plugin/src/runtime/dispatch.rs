@@ -3,11 +3,11 @@
 //!
 //! A transport hands it one request at a time with a [`Done`] that receives
 //! the request's outcome exactly once. Cheap answers (handshake, ping,
-//! unknown methods and names) complete at once on the caller's thread;
-//! a call is looked up there too, then runs where its handler belongs:
-//! a sync handler on the sync pool, an async one as a task. Params still
-//! raw (a large stdio line, anything over HTTP) are decoded on the pool,
-//! so the thread that reads requests never spends long on one.
+//! unknown methods) complete at once on the caller's thread. A call's
+//! params are decoded on the sync pool (so the thread that reads requests
+//! never spends long on one, and what a call allocates is freed on the
+//! thread that allocated it), where it is looked up and runs where its
+//! handler belongs: a sync handler right there, an async one as a task.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -73,18 +73,6 @@ impl Incoming {
             Some(Params::Raw(raw)) => Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw)),
         };
         Self { method: Method::parse(request.method), params }
-    }
-
-    /// The owned form of `request` if its params are decoded already (see
-    /// `rpc::parse_frame_decoding`); `None` if they are raw, and need the
-    /// frame.
-    pub(crate) fn decoded(request: rpc::Request<'_>) -> Option<Self> {
-        let params = match request.params {
-            None => None,
-            Some(Params::Call(params)) => Some(params),
-            Some(Params::Raw(_)) => return None,
-        };
-        Some(Self { method: Method::parse(request.method), params: Payload::Decoded(params) })
     }
 }
 

@@ -43,7 +43,7 @@ use tokio::runtime::Handle;
 
 use crate::call::context::HostWaits;
 use crate::support::panic_message;
-use crate::support::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait_for};
+use crate::support::sync::{AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, lock, thread, wait_for};
 
 /// How long queued work may wait, with no job starting, before one more
 /// thread is brought in.
@@ -75,6 +75,10 @@ struct Shared {
     max_threads: usize,
     /// How long an idle thread polls for work before it sleeps.
     spin: Duration,
+    /// Jobs queued, mirrored from the state for the polling thread to watch
+    /// without the lock (polling with `try_lock` made the reader's pushes
+    /// contend with it: see ARCHITECTURE.md).
+    queued: AtomicUsize,
     /// Entered by every thread (so handlers can use `tokio::spawn`), and
     /// the timer of the stall rule. `None` in the model checks.
     runtime: Option<Handle>,
@@ -125,6 +129,7 @@ impl Pool {
             parallelism,
             max_threads: max_threads.max(1),
             spin: if parallelism > 1 { spin } else { Duration::ZERO },
+            queued: AtomicUsize::new(0),
             runtime,
         });
         Pool { shared }
@@ -140,6 +145,7 @@ impl Pool {
             return job.refuse("the plugin is shutting down".to_owned());
         }
         state.queue.push_back(job);
+        shared.queued.store(state.queue.len(), Ordering::Release);
         if state.busy() < shared.parallelism {
             shared.bring_in(&mut state);
         } else {
@@ -153,6 +159,7 @@ impl Pool {
         let mut state = lock(&self.shared.state);
         state.closed = true;
         let queued = std::mem::take(&mut state.queue);
+        self.shared.queued.store(0, Ordering::Release);
         self.shared.work.notify_all();
         drop(state);
         for job in queued {
@@ -243,6 +250,7 @@ impl Shared {
             return;
         }
         let refused = std::mem::take(&mut state.queue);
+        self.queued.store(0, Ordering::Release);
         let threads = self.max_threads;
         drop(state);
         let reason = format!(
@@ -263,6 +271,7 @@ impl Shared {
         state.notified -= 1;
         loop {
             if let Some(job) = state.queue.pop_front() {
+                self.queued.store(state.queue.len(), Ordering::Release);
                 state.started += 1;
                 drop(state);
                 // Jobs catch their handlers' panics themselves; this keeps
@@ -305,16 +314,20 @@ impl Shared {
 }
 
 impl Shared {
-    /// Polls the queue for up to `spin`, yielding the core between looks
+    /// Polls the queue for up to `spin`, yielding the core now and then
     /// (the reader may need it to read the work); returns with the state
     /// locked.
     fn poll_for_work(&self) -> MutexGuard<'_, State> {
         let deadline = std::time::Instant::now() + self.spin;
-        while std::time::Instant::now() < deadline {
-            if let Ok(state) = self.state.try_lock() {
-                if !state.queue.is_empty() || state.closed {
-                    return state;
-                }
+        let mut turns = 0u32;
+        while self.queued.load(Ordering::Acquire) == 0 {
+            turns = turns.wrapping_add(1);
+            if !turns.is_multiple_of(32) {
+                std::hint::spin_loop();
+                continue;
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
             }
             thread::yield_now();
         }

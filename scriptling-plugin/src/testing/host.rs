@@ -47,8 +47,7 @@ impl Host {
         let (host_in, plugin_out) = std::io::pipe()?;
         let runtime = crate::transport::runtime()?;
         let stop = Stop::new()?;
-        let lines =
-            LineReader::new(Input::new(plugin_in, Arc::clone(&stop)), core.options.max_frame_bytes);
+        let lines = LineReader::new(Input::new(plugin_in, Arc::clone(&stop)), core.options.max_frame_bytes);
         let output = Box::new(Output::new(std::fs::File::from(std::os::fd::OwnedFd::from(plugin_out))));
         let session = Session::start(core, lines, stop, output, runtime.handle().clone())?;
         let link = session.link();

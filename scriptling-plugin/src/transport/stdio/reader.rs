@@ -3,10 +3,11 @@
 //! dispatcher, `plugin.shutdown` and the input's end to the session.
 //!
 //! It never runs a handler: a handler waiting on the host can never hold
-//! up the reading of the host's answer. A line shorter than
-//! [`MOVE_LINES_FROM`] is decoded in one pass, params and all, straight
-//! from the read buffer; a longer one is handed over whole and decoded on
-//! the pool, so the requests behind a large payload are read meanwhile.
+//! up the reading of the host's answer. It reads only a line's envelope
+//! (the params stay raw, decoded on the pool: measured, decoding them here
+//! made the reader the bottleneck of pipelined calls); a line of
+//! [`MOVE_LINES_FROM`] or more is moved out of the read buffer whole rather
+//! than copied.
 
 use std::io::Read;
 use std::sync::{Arc, mpsc};
@@ -24,8 +25,8 @@ use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::stdio::writer::{Frame, FrameWriter, Kind};
 
 /// Lines at least this long are moved out of the reader whole (no copy, and
-/// the buffer that held one is not kept) and decoded on the pool; results
-/// at least this long are written from where they were serialised.
+/// the buffer that held one is not kept); results at least this long are
+/// written from where they were serialised.
 const MOVE_LINES_FROM: usize = 64 * 1024;
 
 /// What the reader routes lines to.
@@ -78,23 +79,12 @@ where
     fn serve_line(&mut self) {
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
-        if self.buf.len() >= MOVE_LINES_FROM {
-            let frame = Bytes::Whole(Arc::new(std::mem::take(&mut self.buf)));
-            return routes.serve_frame(&frame, max_batch);
-        }
-        match rpc::parse_frame_decoding(&self.buf, max_batch) {
-            Parsed::Single(Message::Request(request)) => {
-                let id = request.id.map(ToOwned::to_owned);
-                match Incoming::decoded(request) {
-                    Some(incoming) => routes.serve(incoming, id),
-                    // Params that are not call params: the method refuses them.
-                    None => routes.serve_frame(&Bytes::Copied(Arc::from(&self.buf[..])), max_batch),
-                }
-            }
-            Parsed::Single(Message::Response(response)) => routes.route(&response),
-            Parsed::Single(Message::Invalid(id, error)) => routes.error(id, &error),
-            Parsed::Batch(_) => routes.serve_frame(&Bytes::Copied(Arc::from(&self.buf[..])), max_batch),
-        }
+        let frame = if self.buf.len() >= MOVE_LINES_FROM {
+            Bytes::Whole(Arc::new(std::mem::take(&mut self.buf)))
+        } else {
+            Bytes::Copied(Arc::from(&self.buf[..]))
+        };
+        routes.serve_frame(&frame, max_batch);
     }
 }
 
