@@ -3,11 +3,13 @@
 //! ```text
 //! plugin-bench run PLUGIN [--quick] [--soak] [--json]
 //!     measure one plugin executable (any SDK)
-//! plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]
+//! plugin-bench compare [--floor PATH] [--sdk PATH]... [--runs N] [--quick] [--soak] [--json]
 //!     measure the floor plugin and the SDK plugin side by side, N runs
 //!     interleaved, and print medians, ratios and the targets (spawn times,
 //!     which follow the machine's load most, are taken in turns as `spawn`
-//!     does, after the runs, and their median is over all of them)
+//!     does, after the runs, and their median is over all of them); several
+//!     `--sdk` builds (before and after a change, say) are measured in the
+//!     same interleaved runs, a column each, the targets checked for the last
 //! plugin-bench pipeline PLUGIN...
 //!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
 //!     rounds (a quick comparison, and a steady load to profile)
@@ -47,7 +49,8 @@ struct Args {
     /// and `spawn` compare several).
     plugins: Vec<PathBuf>,
     floor: Option<PathBuf>,
-    sdk: Option<PathBuf>,
+    /// Every `--sdk` given, in order.
+    sdks: Vec<PathBuf>,
     runs: usize,
     sizes: Sizes,
     json: bool,
@@ -57,7 +60,7 @@ fn parse() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or("missing command: run or compare")?;
     let mut args =
-        Args { command, plugins: Vec::new(), floor: None, sdk: None, runs: 3, sizes: Sizes::FULL, json: false };
+        Args { command, plugins: Vec::new(), floor: None, sdks: Vec::new(), runs: 3, sizes: Sizes::FULL, json: false };
     let mut soak = false;
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -66,7 +69,7 @@ fn parse() -> Result<Args, String> {
             "--json" => args.json = true,
             "--runs" => args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?,
             "--floor" => args.floor = Some(it.next().ok_or("--floor needs a path")?.into()),
-            "--sdk" => args.sdk = Some(it.next().ok_or("--sdk needs a path")?.into()),
+            "--sdk" => args.sdks.push(it.next().ok_or("--sdk needs a path")?.into()),
             other if !other.starts_with('-') => {
                 args.plugins.push(other.into());
             }
@@ -114,9 +117,10 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
     let ratio = |key: &str| sdk.get(key).zip(floor.get(key)).map(|(s, f)| s / f);
     let mut out = Vec::new();
     let mut check = |name: &str, ok: Option<bool>| out.push((name.to_owned(), ok));
-    check("sequential p50 ≤ 1.0 × floor", ratio("seq_p50_us").map(|r| r <= 1.0));
-    check("sequential p99 ≤ 1.25 × floor", ratio("seq_p99_us").map(|r| r <= 1.25));
-    check("pipelined calls/s ≥ 1.0 × floor (stretch 1.5)", ratio("pipelined_calls_per_s").map(|r| r >= 1.0));
+    // The budget of the concurrency core (issue 19).
+    check("sequential p50 ≤ 1.1 × floor", ratio("seq_p50_us").map(|r| r <= 1.1));
+    check("sequential p99 ≤ 1.3 × floor", ratio("seq_p99_us").map(|r| r <= 1.3));
+    check("pipelined calls/s ≥ 0.8 × floor", ratio("pipelined_calls_per_s").map(|r| r >= 0.8));
     check("16 MiB payload MB/s ≥ 0.9 × floor", ratio("payload_16mib_mb_per_s").map(|r| r >= 0.9));
     check("1 MiB payload MB/s ≥ 0.8 × floor", ratio("payload_1mib_mb_per_s").map(|r| r >= 0.8));
     check("spawn → handshake ≤ 1.2 × floor", ratio("spawn_handshake_ms").map(|r| r <= 1.2));
@@ -137,25 +141,30 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
 
 fn compare(args: &Args) -> ExitCode {
     let floor_path = args.floor.clone().unwrap_or_else(|| sibling("floor-plugin"));
-    let sdk_path = args.sdk.clone().unwrap_or_else(|| sibling("sdk-plugin"));
-    let (mut floors, mut sdks) = (Vec::new(), Vec::new());
+    let sdk_paths = if args.sdks.is_empty() { vec![sibling("sdk-plugin")] } else { args.sdks.clone() };
+    let mut paths = vec![floor_path];
+    paths.extend(sdk_paths.iter().cloned());
+    let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); paths.len()];
     // Spawns are timed in turns below, not in each run.
     let sizes = Sizes { spawns: 0, ..args.sizes };
     for run in 0..args.runs.max(1) {
-        eprintln!("run {}/{}: floor", run + 1, args.runs);
-        floors.push(measure(&floor_path, sizes));
-        eprintln!("run {}/{}: sdk", run + 1, args.runs);
-        sdks.push(measure(&sdk_path, sizes));
+        for (i, path) in paths.iter().enumerate() {
+            eprintln!("run {}/{}: {}", run + 1, args.runs, path.display());
+            runs[i].push(measure(path, sizes));
+        }
     }
-    let (mut floor, mut sdk) = (medians(&floors), medians(&sdks));
+    let mut medians: Vec<Figures> = runs.iter().map(|r| medians(r)).collect();
     // A run's spawns all happen within a fraction of a second, so load on
     // the machine at that moment moved the ratio by 0.1-0.2 between runs;
-    // taken in turns, both plugins see the same load.
+    // taken in turns, every plugin sees the same load.
     eprintln!("spawns, in turns");
-    let spawns = spawn_interleaved(&[floor_path, sdk_path], args.sizes.spawns * args.runs.max(1));
-    floor.set("spawn_handshake_ms", spawns[0]);
-    sdk.set("spawn_handshake_ms", spawns[1]);
-    let checks = targets(&floor, &sdk);
+    let spawns = spawn_interleaved(&paths, args.sizes.spawns * args.runs.max(1));
+    for (figures, spawn) in medians.iter_mut().zip(spawns) {
+        figures.set("spawn_handshake_ms", spawn);
+    }
+    let floor = &medians[0];
+    let sdk = medians.last().expect("a plugin to compare");
+    let checks = targets(floor, sdk);
     if args.json {
         let figures = |f: &Figures| -> serde_json::Value {
             f.0.iter().map(|x| (x.key.to_owned(), x.value.map_or(serde_json::Value::Null, Into::into))).collect()
@@ -164,21 +173,33 @@ fn compare(args: &Args) -> ExitCode {
             .iter()
             .map(|(n, ok)| (n.clone(), ok.map_or(serde_json::Value::Null, serde_json::Value::Bool)))
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"runs": args.runs, "floor": figures(&floor), "sdk": figures(&sdk), "targets": targets})
-        );
+        let sdks: Vec<serde_json::Value> = medians[1..].iter().map(figures).collect();
+        let json = serde_json::json!({"runs": args.runs, "floor": figures(floor), "sdk": figures(sdk), "sdks": sdks, "targets": targets});
+        println!("{json}");
         return ExitCode::SUCCESS;
     }
     println!("medians of {} interleaved runs (spawn: of all spawns, taken in turns)", args.runs);
-    println!("{:<24} {:>14} {:>14} {:>8}  unit", "figure", "floor", "sdk", "sdk/floor");
+    for (i, path) in paths.iter().enumerate() {
+        let name = if i == 0 { "floor".to_owned() } else { format!("sdk{i}") };
+        println!("  {name:<6} {}", path.display());
+    }
+    let mut header = format!("{:<24} {:>12}", "figure", "floor");
+    for i in 1..paths.len() {
+        header.push_str(&format!(" {:>12} {:>6}", format!("sdk{i}"), "/floor"));
+    }
+    println!("{header}  unit");
     for f in &floor.0 {
         let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"));
-        let s = sdk.get(f.key);
-        let ratio = s.zip(f.value).map_or_else(|| "-".to_owned(), |(s, f)| format!("{:.2}", s / f));
-        println!("{:<24} {:>14} {:>14} {:>8}  {}", f.key, show(f.value), show(s), ratio, f.unit);
+        let mut line = format!("{:<24} {:>12}", f.key, show(f.value));
+        for sdk in &medians[1..] {
+            let s = sdk.get(f.key);
+            let ratio = s.zip(f.value).map_or_else(|| "-".to_owned(), |(s, f)| format!("{:.2}", s / f));
+            line.push_str(&format!(" {:>12} {ratio:>6}", show(s)));
+        }
+        println!("{line}  {}", f.unit);
     }
     println!();
+    println!("targets, for sdk{}:", paths.len() - 1);
     for (name, ok) in checks {
         let mark = match ok {
             Some(true) => "met",
@@ -289,7 +310,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             eprintln!(
-                "plugin-bench: {e}\nusage: plugin-bench run PLUGIN [--quick] [--soak] [--json]\n       plugin-bench compare [--floor PATH] [--sdk PATH] [--runs N] [--quick] [--soak] [--json]"
+                "plugin-bench: {e}\nusage: plugin-bench run PLUGIN [--quick] [--soak] [--json]\n       plugin-bench compare [--floor PATH] [--sdk PATH]... [--runs N] [--quick] [--soak] [--json]"
             );
             return ExitCode::from(2);
         }
