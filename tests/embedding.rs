@@ -50,8 +50,60 @@ fn after_serving_a_signal_does_what_it_did_before() {
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"plugin.shutdown"}"#);
     assert_eq!(raw.recv().unwrap()["id"], 2);
     raw.wait_for_stderr("app: served Ok(())", WAIT);
+    // Stdout is the program's again, where it was, and as it was.
+    assert_eq!(raw.recv().unwrap()["app"], "after serving", "{}", raw.stderr());
+    assert!(raw.stderr().contains("app: stdout non-blocking: false"), "{}", raw.stderr());
     // The program installed no handler: SIGINT ends it, as by default.
     interrupt(&raw);
     let status = raw.wait(WAIT);
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}: {}", raw.stderr());
+}
+
+/// A handler registered over the SDK's while serving (it chains to the
+/// SDK's, which then cannot be taken out): the SDK's stays inert, a second
+/// serve in the same process leaves signals to the application, and a
+/// SIGINT reaches the application once instead of looping between the two
+/// handlers until the stack overflows.
+#[test]
+fn a_handler_installed_over_the_sdks_keeps_working_through_a_second_serve() {
+    let mut raw = Raw::spawn(embedded().env("EMBEDDED_SERVE_TWICE", "1"));
+    raw.handshake();
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"function.call","params":{"name":"listen","args":[]}}"#);
+    assert_eq!(raw.recv().unwrap()["id"], 2, "{}", raw.stderr());
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#);
+    assert_eq!(raw.recv().unwrap()["id"], 3);
+    raw.wait_for_stderr("app: served Ok(())", WAIT);
+    // Serving again, in the same process.
+    raw.handshake();
+    interrupt(&raw);
+    raw.wait_for_stderr("app: SIGINT", WAIT);
+    // The second session still serves: the signal was the application's.
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"function.call","params":{"name":"echo","args":[{"type":"string","value":"still"}]}}"#);
+    assert_eq!(raw.recv().unwrap()["result"], json!({"type": "string", "value": "still"}), "{}", raw.stderr());
+    interrupt(&raw);
+    let status = raw.wait(WAIT);
+    assert_eq!(status.code(), Some(0), "{status:?}: {}", raw.stderr());
+    assert_eq!(raw.stderr().matches("app: SIGINT").count(), 2, "{}", raw.stderr());
+}
+
+/// A handler still running when serving ends is left behind, and still
+/// holds parts of the session: stdout is given back as it was regardless.
+#[test]
+fn stdout_is_given_back_blocking_even_with_a_handler_left_behind() {
+    let mut raw = Raw::spawn(&mut embedded());
+    raw.handshake();
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"function.call","params":{"name":"hang","args":[]}}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#);
+    raw.wait_for_stderr("app: served", WAIT);
+    raw.wait_for_stderr("app: stdout non-blocking:", WAIT);
+    assert!(raw.stderr().contains("app: stdout non-blocking: false"), "{}", raw.stderr());
+    let mut lines = Vec::new();
+    while let Some(line) = raw.recv() {
+        if line.get("app").is_some() {
+            break;
+        }
+        lines.push(line);
+    }
+    assert!(lines.iter().any(|l| l["id"] == 3), "the shutdown was answered: {lines:?}");
+    raw.close_input();
 }

@@ -1,8 +1,9 @@
 //! How a stdio session ends, seen from the host: every request read is
 //! answered (second shutdowns included), shutdown takes at most its grace
 //! however plugin code behaves, answers owed at exit are written while the
-//! host keeps reading and never cut, and a host that closes stdout ends
-//! the session at once. Each test drives the fixture plugin's process.
+//! host keeps reading and lost whole when it stops (over a pipe or a
+//! socket), and a host that closes stdout ends the session at once. Each
+//! test drives the fixture plugin's process.
 
 use std::io::Read;
 use std::process::Command;
@@ -171,4 +172,60 @@ fn a_host_that_closes_stdout_ends_the_session_at_once_with_a_failure() {
     let stderr = raw.stderr();
     assert!(stderr.contains("fixture: closed kept"), "{stderr}");
     assert!(stderr.contains("closed the plugin's output"), "{stderr}");
+}
+
+/// Stdout may be a socket (some hosts and supervisors pass one): it is
+/// written without blocking too, so a host that stops reading it is given
+/// up on within the grace, as with a pipe, instead of holding the plugin
+/// in a write for ever.
+#[test]
+fn a_host_that_stops_reading_a_socket_is_given_up_on_within_the_grace() {
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::process::Stdio;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut child = fixture()
+        .env("FIXTURE_GRACE_MS", "300")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(OwnedFd::from(theirs)))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input =
+        String::from(r#"{"jsonrpc":"2.0","id":"hs","method":"scriptling.handshake","params":{"protocol":"1.0"}}"#);
+    input.push('\n');
+    let name = "x".repeat(200);
+    for i in 0..5000 {
+        input.push_str(&call_line(i + 2, "echo", &format!(r#"{{"type":"string","value":"{name}"}}"#)));
+        input.push('\n');
+    }
+    input.push_str(r#"{"jsonrpc":"2.0","id":"end","method":"plugin.shutdown"}"#);
+    input.push('\n');
+    let started = Instant::now();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let mut pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > WAIT {
+            let _ = child.kill();
+            panic!("still running after {WAIT:?}: {}", stderr.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = stderr.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}: {stderr}", started.elapsed());
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("could not be delivered"), "{stderr}");
+    // No call was held in a write: each left its answer queued and ended.
+    assert!(!stderr.contains("still running"), "{stderr}");
+    drop(ours);
 }

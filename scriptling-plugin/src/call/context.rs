@@ -22,8 +22,7 @@ use std::task::{Context, Poll};
 
 use crate::call::link::Link;
 use crate::call::logstream::LogStream;
-use crate::support::lock;
-use crate::support::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::support::sync::{self, AtomicBool, AtomicUsize, Ordering};
 
 /// Something that wants to hear when a call starts or stops waiting on the
 /// host: an object the call holds, whose waiters may then fail fast.
@@ -48,7 +47,7 @@ pub(crate) struct CallState {
     finished: AtomicBool,
     waiting_on_host: AtomicUsize,
     /// Objects this call holds a guard on.
-    listeners: std::sync::Mutex<Vec<Arc<dyn HostWaitListener>>>,
+    listeners: sync::Mutex<Vec<Arc<dyn HostWaitListener>>>,
     /// The call's log records on their way to the host.
     pub(crate) logs: LogStream,
 }
@@ -60,7 +59,7 @@ impl CallState {
             label,
             finished: AtomicBool::new(false),
             waiting_on_host: AtomicUsize::new(0),
-            listeners: std::sync::Mutex::new(Vec::new()),
+            listeners: sync::Mutex::new(Vec::new()),
             logs: LogStream::default(),
         })
     }
@@ -87,12 +86,19 @@ impl CallState {
 
     /// Registers an object the call now holds (see [`HostWaitListener`]).
     pub(crate) fn listen(&self, listener: Arc<dyn HostWaitListener>) {
-        lock(&self.listeners).push(listener);
+        sync::lock(&self.listeners).push(Arc::clone(&listener));
+        // The call may have begun waiting on the host between being granted
+        // the object and this registration (another task of an async call
+        // awaits a callback): a borrow that queued meanwhile was not told.
+        // Registered first, then checked, so no start of a wait is missed.
+        if self.is_waiting_on_host() {
+            listener.holder_changed();
+        }
     }
 
     /// Forgets an object the call released.
     pub(crate) fn unlisten(&self, listener: &Arc<dyn HostWaitListener>) {
-        let mut listeners = lock(&self.listeners);
+        let mut listeners = sync::lock(&self.listeners);
         if let Some(i) = listeners.iter().position(|l| Arc::ptr_eq(l, listener)) {
             listeners.swap_remove(i);
         }
@@ -113,7 +119,7 @@ impl CallState {
     }
 
     fn tell_listeners(&self) {
-        let listeners = lock(&self.listeners).clone();
+        let listeners = sync::lock(&self.listeners).clone();
         for listener in listeners {
             listener.holder_changed();
         }
@@ -123,7 +129,10 @@ impl CallState {
 /// Marks a call as waiting on the host while it lives.
 pub(crate) struct WaitingOnHost {
     call: Arc<CallState>,
-    /// The pool's own guard, dropped first (field order).
+    /// The pool's own guard. Fields drop after `Drop::drop` runs, so the
+    /// pool counts this thread busy again only once the call's objects have
+    /// been told it stopped waiting (either order is correct: the pool's
+    /// count only decides when to bring in another thread).
     _pool: Option<Box<dyn Send>>,
 }
 

@@ -269,7 +269,8 @@ impl Dispatcher {
         let Some(entry) = self.link.objects.remove(&object_id, owner.as_deref()) else {
             return done.send(Ok(b"null".to_vec()));
         };
-        let job = DestroyJob { link: Arc::clone(&self.link), entry, owner, done };
+        let pool = Some(Arc::clone(&self.host_waits));
+        let job = DestroyJob { link: Arc::clone(&self.link), entry, owner, pool, done };
         match here {
             Here::Pool => Box::new(job).run(),
             Here::Away => self.pool.submit(Box::new(job)),
@@ -386,22 +387,26 @@ struct DestroyJob {
     link: Arc<Link>,
     entry: Entry,
     owner: Option<Arc<str>>,
+    /// The pool the hooks run on, told when they wait on the host (`None`
+    /// off the pool).
+    pool: Option<Arc<dyn HostWaits>>,
     done: Done,
 }
 
 impl Job for DestroyJob {
     fn run(self: Box<Self>) {
-        let DestroyJob { link, entry, owner, done } = *self;
+        let DestroyJob { link, entry, owner, pool, done } = *self;
         let label = format!("{}.__del__", entry.class().name);
         let now = Mutex::new(None);
-        invoke::release(&link, vec![entry], &label, owner, &now, move || done.send(Ok(b"null".to_vec())));
+        let then = move || done.send(Ok(b"null".to_vec()));
+        invoke::release(&link, vec![entry], &label, owner, pool, &now, then);
     }
 
     /// Every sync thread waits on the host: run the hooks on a blocking
     /// thread of the runtime instead (the object is already gone).
     fn refuse(self: Box<Self>, _reason: String) {
         match self.link.runtime().cloned() {
-            Some(runtime) => drop(runtime.spawn_blocking(move || self.run())),
+            Some(runtime) => drop(runtime.spawn_blocking(move || Box::new(DestroyJob { pool: None, ..*self }).run())),
             None => self.done.send(Ok(b"null".to_vec())),
         }
     }

@@ -105,17 +105,19 @@ pub(crate) fn spawn_async(
 
 /// Drops `entries` inside a call scope named `label` (on this thread,
 /// noting in `now` the one being dropped), then runs `then` once the host
-/// has acknowledged their hooks' log records.
+/// has acknowledged their hooks' log records. `pool` is the pool whose
+/// thread this is, told when a hook waits on the host.
 pub(crate) fn release(
     link: &Arc<Link>,
     entries: Vec<Entry>,
     label: &str,
     owner: Option<Arc<str>>,
+    pool: Option<Arc<dyn HostWaits>>,
     now: &Mutex<Option<String>>,
     then: impl FnOnce() + Send + 'static,
 ) {
     let call = CallState::new(label.into());
-    let scope = CallScope { link: Arc::clone(link), call: Arc::clone(&call), owner, pool: None, in_async: false };
+    let scope = CallScope { link: Arc::clone(link), call: Arc::clone(&call), owner, pool, in_async: false };
     {
         let _entered = context::enter(scope);
         objects::release(entries, now);

@@ -75,6 +75,8 @@ struct Shared {
     max_threads: usize,
     /// How long an idle thread polls for work before it sleeps.
     spin: Duration,
+    /// How long an idle thread waits for work before leaving.
+    idle_exit: Duration,
     /// Jobs queued, mirrored from the state for the polling thread to watch
     /// without the lock (polling with `try_lock` made the reader's pushes
     /// contend with it: see ARCHITECTURE.md).
@@ -91,8 +93,12 @@ struct State {
     threads: usize,
     /// Threads waiting for work, not yet told to look.
     idle: usize,
-    /// Threads told to look for work that have not yet.
+    /// Idle threads told to look for work that have not yet.
     notified: usize,
+    /// Threads spawned that have not yet looked for work. (Kept apart from
+    /// `notified`: an idle thread that times out takes a notification it
+    /// cannot tell from its own, and a starting thread must not.)
+    starting: usize,
     /// Threads whose job waits on the host.
     on_host: usize,
     /// A thread polls the queue for work (one at a time).
@@ -122,6 +128,16 @@ impl Pool {
     /// work at once, each inside `runtime`; an idle thread polls for work
     /// for `spin` before it sleeps (not on one core).
     pub(crate) fn new(runtime: Option<Handle>, parallelism: usize, max_threads: usize, spin: Duration) -> Self {
+        Self::with_idle_exit(runtime, parallelism, max_threads, spin, IDLE_EXIT)
+    }
+
+    fn with_idle_exit(
+        runtime: Option<Handle>,
+        parallelism: usize,
+        max_threads: usize,
+        spin: Duration,
+        idle_exit: Duration,
+    ) -> Self {
         let parallelism = parallelism.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -129,6 +145,7 @@ impl Pool {
             parallelism,
             max_threads: max_threads.max(1),
             spin: if parallelism > 1 { spin } else { Duration::ZERO },
+            idle_exit,
             queued: AtomicUsize::new(0),
             runtime,
         });
@@ -184,7 +201,7 @@ impl Pool {
 impl Shared {
     /// Gets queued work a thread: an idle one, or a new one.
     fn bring_in(self: &Arc<Self>, state: &mut State) {
-        if state.queue.len() <= state.notified + usize::from(state.spinning) {
+        if state.queue.len() <= state.notified + state.starting + usize::from(state.spinning) {
             return; // threads told already, or polling, will take it
         }
         if state.idle > 0 {
@@ -203,9 +220,14 @@ impl Shared {
             // It looks at the queue as soon as it starts.
             Ok(_) => {
                 state.threads += 1;
-                state.notified += 1;
+                state.starting += 1;
             }
-            Err(e) => eprintln!("scriptling-plugin: cannot start a thread for sync handlers: {e}"),
+            Err(e) => {
+                eprintln!("scriptling-plugin: cannot start a thread for sync handlers: {e}");
+                // The stall rule tries again, so queued work is not
+                // stranded while the threads that exist are blocked.
+                self.schedule_stall_check(state);
+            }
         }
     }
 
@@ -267,8 +289,7 @@ impl Shared {
         // Handlers can use `tokio::spawn` and `Handle::current()`.
         let _runtime = self.runtime.as_ref().map(Handle::enter);
         let mut state = lock(&self.state);
-        // Told to look when spawned.
-        state.notified -= 1;
+        state.starting -= 1;
         loop {
             if let Some(job) = state.queue.pop_front() {
                 self.queued.store(state.queue.len(), Ordering::Release);
@@ -296,7 +317,7 @@ impl Shared {
                 }
             }
             state.idle += 1;
-            state = wait_for(&self.work, state, IDLE_EXIT);
+            state = wait_for(&self.work, state, self.idle_exit);
             if state.notified > 0 {
                 // Told to look (the teller counted it out of `idle`).
                 state.notified -= 1;
@@ -410,6 +431,33 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, (0..1000).collect::<Vec<_>>());
         assert!(pool.counts().0 <= 2, "quick jobs need no more threads than cores: {:?}", pool.counts());
+    }
+
+    /// Threads that time out idle while others are being started must not
+    /// take the starters' notifications: every thread started is counted
+    /// out again.
+    #[test]
+    fn threads_coming_and_going_keep_the_counts_right() {
+        let rt = runtime();
+        let pool = Pool::with_idle_exit(Some(rt.handle().clone()), 2, 8, Duration::ZERO, Duration::from_micros(1));
+        let (tx, rx) = mpsc::channel();
+        for round in 0..10_000 {
+            for _ in 0..3 {
+                let tx = tx.clone();
+                pool.submit(task(move || tx.send(round).unwrap()));
+            }
+            for _ in 0..3 {
+                assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(round));
+            }
+            if round % 3 == 0 {
+                std::thread::sleep(Duration::from_micros(30));
+            }
+        }
+        // Every thread counted leaves when the pool closes: none was lost
+        // to a miscount (an underflow panics the thread, which then never
+        // counts itself out).
+        pool.close();
+        wait_for_counts(&pool, |(threads, _, _)| threads == 0);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub(crate) fn release_within(
     let now = Arc::new(Mutex::new(None));
     let (link, label, releasing) = (Arc::clone(link), label.to_owned(), Arc::clone(&now));
     let spawned = std::thread::Builder::new().name("plugin-release".into()).spawn(move || {
-        invoke::release(&link, entries, &label, None, &releasing, move || {
+        invoke::release(&link, entries, &label, None, None, &releasing, move || {
             let _ = done_tx.send(());
         });
     });

@@ -3,8 +3,9 @@
 //! explore every interleaving of the very code that ships (see
 //! ARCHITECTURE.md, "Model checks").
 //!
-//! Only the object lock, the frame writer's queue, the in-flight count and
-//! the sync pool use these; everything else uses std directly. (`Arc` stays
+//! Only the object lock and the call state it listens to, the frame
+//! writer's queue, the in-flight count and the sync pool use these;
+//! everything else uses std directly. (`Arc` stays
 //! std's: loom's cannot hold trait objects.)
 
 #[cfg(not(scriptling_loom))]
@@ -34,8 +35,9 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 }
 
 /// Waits on `condvar` for at most `limit`, ignoring poison. (Under loom
-/// the limit is not modelled: the wait ends only when notified, which is
-/// the stricter case.)
+/// the limit is not modelled: the wait ends only when notified. So the
+/// models say nothing about what happens when a wait times out; the unit
+/// tests and the stress tests cover those paths.)
 pub(crate) fn wait_for<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>, limit: Duration) -> MutexGuard<'a, T> {
     match condvar.wait_timeout(guard, limit) {
         Ok((guard, _)) => guard,

@@ -107,7 +107,9 @@ impl Plugin {
         // else is set up. (Served through the session like any line, from
         // this thread, it was answered ~60 µs later: building the session
         // and its writer first is cold code. Measured with `plugin-bench spawn`.)
-        let mut out = stdio::guard::take_stdout()?;
+        // Fd 1 points at the original stdout again only once `_stdout`
+        // drops, after the session has ended.
+        let (mut out, _stdout) = stdio::guard::take_stdout()?;
         let stop = Stop::new()?;
         let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let mut lines = LineReader::new(input, core.options.max_frame_bytes);
@@ -159,12 +161,15 @@ impl Plugin {
     /// SIGINT and SIGTERM end the session as under `run`, and whatever
     /// handled them before (your own `tokio::signal::ctrl_c()`, say) still
     /// does; when this returns, their previous handling is restored, and no
-    /// thread of the SDK reads stdin or writes stdout any more.
+    /// thread of the SDK reads stdin or writes stdout any more. While it
+    /// serves, `println!` goes to stderr (stdout carries the protocol);
+    /// afterwards stdout is yours again, as it was.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let signals = Signals::install();
         panic::install_hook(core.options.panic_backtraces);
-        let output = Box::new(Output::new(stdio::guard::take_stdout()?));
+        let (out, stdout) = stdio::guard::take_stdout()?;
+        let output = Box::new(Output::new(out));
         let stop = Stop::new()?;
         let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let lines = LineReader::new(input, core.options.max_frame_bytes);
@@ -173,9 +178,14 @@ impl Plugin {
         if let Some(signals) = signals {
             session.watch_signals(signals)?;
         }
-        tokio::task::spawn_blocking(move || session.run_to_end())
-            .await
-            .unwrap_or_else(|e| Err(ServeError::Io(std::io::Error::other(format!("serving stdio panicked: {e}")))))
+        tokio::task::spawn_blocking(move || {
+            let served = session.run_to_end();
+            // Nothing writes the protocol stream any more: fd 1 is stdout again.
+            drop(stdout);
+            served
+        })
+        .await
+        .unwrap_or_else(|e| Err(ServeError::Io(std::io::Error::other(format!("serving stdio panicked: {e}")))))
     }
 }
 

@@ -14,7 +14,8 @@
 //! last action leaves the signal ignored), and restoring the state is the
 //! point. If something installs its own handler over this one meanwhile,
 //! this one cannot be taken out of its chain: it is left in place, inert
-//! but still passing signals on.
+//! but still passing signals on, and later serves in the process leave
+//! signals to the application.
 
 use std::fmt;
 
@@ -125,14 +126,38 @@ mod unix {
         CAUGHT.iter().position(|s| *s == signal)
     }
 
+    /// This thread's `errno` slot, where the platform says how to find it.
+    fn errno() -> Option<*mut libc::c_int> {
+        // SAFETY (each arm): returns this thread's errno slot; always valid.
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "emscripten"))]
+        return Some(unsafe { libc::__errno_location() });
+        #[cfg(any(target_vendor = "apple", target_os = "freebsd", target_os = "dragonfly"))]
+        return Some(unsafe { libc::__error() });
+        #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
+        return Some(unsafe { libc::__errno() });
+        #[allow(unreachable_code)]
+        None
+    }
+
     extern "C" fn caught(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+        // The interrupted code may be about to read errno: a failed write
+        // here must not change it.
+        let slot = errno();
+        // SAFETY: this thread's errno slot, read and written back below.
+        let saved = slot.map(|slot| unsafe { *slot });
         let fd = WRITE.load(Ordering::Acquire);
         if fd >= 0 {
             let byte = signal as u8;
             // SAFETY: write(2) is async-signal-safe; the buffer is a local.
+            // The pipe does not block: a full one (a storm of signals) has
+            // news enough for the watcher already.
             unsafe {
                 libc::write(fd, (&raw const byte).cast(), 1);
             }
+        }
+        if let (Some(slot), Some(saved)) = (slot, saved) {
+            // SAFETY: as above.
+            unsafe { *slot = saved };
         }
         let Some(i) = index(signal) else { return };
         // SAFETY: read-only, and not written while this handler is installed.
@@ -174,6 +199,12 @@ mod unix {
             }
             // SAFETY: the two fds were just created and are ours alone.
             let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            // The handler must never block; the watcher's reads may.
+            // SAFETY: fcntl on a descriptor we own.
+            if unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+                ACTIVE.store(false, Ordering::Release);
+                return None;
+            }
             WRITE.store(write.as_raw_fd(), Ordering::Release);
             for (i, signal) in CAUGHT.into_iter().enumerate() {
                 // SAFETY: the previous disposition is read into our static
@@ -220,9 +251,13 @@ mod unix {
 
     impl Drop for Installed {
         /// Puts back each signal's previous disposition, unless something
-        /// installed its own over ours meanwhile (then ours stays, inert).
+        /// installed its own over ours meanwhile. Then ours stays in that
+        /// handler's chain, inert, for good: `ACTIVE` stays set, so no later
+        /// serve installs over it (that would overwrite the dispositions it
+        /// still reads, and chain it to itself).
         fn drop(&mut self) {
             WRITE.store(-1, Ordering::Release);
+            let mut orphaned = false;
             for (i, signal) in CAUGHT.into_iter().enumerate() {
                 // SAFETY: reads the current disposition into a local, and
                 // writes back the one saved in `new`.
@@ -231,10 +266,14 @@ mod unix {
                     libc::sigaction(signal, std::ptr::null(), &mut current);
                     if current.sa_sigaction == caught as extern "C" fn(_, _, _) as libc::sighandler_t {
                         libc::sigaction(signal, &(*PREVIOUS.0.get())[i], std::ptr::null_mut());
+                    } else {
+                        orphaned = true;
                     }
                 }
             }
-            ACTIVE.store(false, Ordering::Release);
+            if !orphaned {
+                ACTIVE.store(false, Ordering::Release);
+            }
         }
     }
 

@@ -65,8 +65,9 @@ struct Access {
     /// Borrows waiting, in arrival order.
     queue: VecDeque<(u64, Mode)>,
     next_ticket: u64,
-    /// Async waiters to wake on any change.
-    wakers: Vec<Waker>,
+    /// Async waiters to wake on any change, one per ticket (a future
+    /// polled again replaces its waker rather than adding one).
+    wakers: Vec<(u64, Waker)>,
     /// Blocking waiters (a condvar signal is a system call even with nobody
     /// waiting, so it is sent only to someone).
     blocked: usize,
@@ -144,6 +145,7 @@ impl Access {
     fn leave(&mut self, ticket: Option<u64>) {
         if let Some(ticket) = ticket {
             self.queue.retain(|(t, _)| *t != ticket);
+            self.wakers.retain(|(t, _)| *t != ticket);
         }
     }
 
@@ -211,7 +213,7 @@ impl ObjectLock {
             self.changed.notify_all();
         }
         drop(access);
-        for waker in wakers {
+        for (_, waker) in wakers {
             waker.wake();
         }
     }
@@ -247,7 +249,10 @@ impl Future for Acquire<'_> {
                 this.ticket = Some(ticket);
                 // Registered under the same lock as the decision: a change
                 // after it wakes this waker.
-                access.wakers.push(cx.waker().clone());
+                match access.wakers.iter_mut().find(|(t, _)| *t == ticket) {
+                    Some((_, waker)) => waker.clone_from(cx.waker()),
+                    None => access.wakers.push((ticket, cx.waker().clone())),
+                }
                 return Poll::Pending;
             }
         };
@@ -344,6 +349,11 @@ mod tests {
         let mut reader = lock.acquire(Mode::Shared, Some(&c));
         assert!(Pin::new(&mut reader).poll(&mut cx).is_pending());
         assert_eq!(lock_queue_len(&lock), 2);
+        // Polled again, a waiter keeps one waker, not one per poll.
+        for _ in 0..3 {
+            assert!(Pin::new(&mut reader).poll(&mut cx).is_pending());
+        }
+        assert_eq!(crate::support::sync::lock(&lock.access).wakers.len(), 2);
         // A dropped waiter leaves the queue.
         drop(reader);
         assert_eq!(lock_queue_len(&lock), 1);
@@ -455,6 +465,40 @@ mod model {
             let got = waiter.join().unwrap();
             assert_eq!(got, Err(Refusal::HolderWaitsOnHost));
             drop(waiting);
+            lock.release(Mode::Exclusive, Some(&holder));
+        });
+    }
+
+    /// The call may begin waiting on the host (another task of an async
+    /// call awaits a callback) between being granted the object and
+    /// registering as its holder: a waiter that queued in that gap is still
+    /// told, never left hanging.
+    #[test]
+    fn a_wait_on_the_host_begun_before_the_holder_registers_is_seen() {
+        crate::support::sync::model(|| {
+            let lock = Arc::new(ObjectLock::default());
+            let holder = CallState::new("holder".into());
+            // Its wait lasts until the end: the host answers only once the
+            // waiter has its outcome.
+            let other_task = {
+                let holder = Arc::clone(&holder);
+                thread::spawn(move || holder.wait_on_host())
+            };
+            let waiter = {
+                let lock = Arc::clone(&lock);
+                thread::spawn(move || {
+                    let call = CallState::new("waiter".into());
+                    if lock.acquire_blocking(Mode::Shared, Some(&call)).is_ok() {
+                        lock.release(Mode::Shared, Some(&call));
+                    }
+                })
+            };
+            lock.acquire_blocking(Mode::Exclusive, Some(&holder)).unwrap();
+            let listener: Arc<dyn HostWaitListener> = lock.clone();
+            holder.listen(Arc::clone(&listener));
+            waiter.join().unwrap();
+            drop(other_task.join().unwrap());
+            holder.unlisten(&listener);
             lock.release(Mode::Exclusive, Some(&holder));
         });
     }

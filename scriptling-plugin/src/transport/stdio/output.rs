@@ -1,14 +1,16 @@
 //! [`Output`]: the protocol stream, written without waiting, and how much
 //! room it has, so the writer can send whole frames or none.
 //!
-//! When stdout is a pipe (as a host makes it), writes never block: the
-//! pipe is switched to non-blocking mode for the session (and back after),
-//! and [`room`](Stream::room) reads how many bytes the pipe can take now
-//! (its capacity less what the host has not read yet, rounded down to its
-//! pages). The writer writes only frames that fit, so when a host stops
-//! reading, the plugin can stop at a frame's end and never leaves half a
-//! frame on the pipe. Anything else (a file, a terminal) is written as it
-//! is, blocking, with no room known.
+//! When stdout is a pipe (as a host makes it) or a socket, writes never
+//! block: it is switched to non-blocking mode for the session and back
+//! when the session lets it go ([`release`](Stream::release)). For a pipe,
+//! [`room`](Stream::room) also reads how many bytes it can take now (its
+//! capacity less what the host has not read yet, counted in whole pages:
+//! a lower bound for ordinary writes). The writer writes only frames that
+//! fit, so when a host stops reading, the plugin normally stops at a
+//! frame's end; a frame larger than the pipe goes in parts and can be cut,
+//! and is then counted as undelivered. Anything else (a file, a terminal)
+//! is written as it is, blocking, with no room known.
 
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
@@ -33,12 +35,18 @@ pub(crate) trait Stream: Send {
     fn write_now(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
     /// Waits until the stream takes more, for at most `limit`.
     fn wait_writable(&mut self, limit: Duration) -> io::Result<()>;
+    /// Gives the stream back as it was found (blocking again): nothing more
+    /// is written to it. (The process's stdout outlives the session.)
+    fn release(&mut self) {}
 }
 
 /// The process's stdout (or a test's pipe).
 pub(crate) struct Output {
     file: File,
-    /// Set when `file` is a pipe: its capacity, and its flags to restore.
+    /// The flags to give `file` back, when it was made non-blocking.
+    #[cfg(unix)]
+    restore: Option<libc::c_int>,
+    /// Set when `file` is a pipe: its capacity and room.
     #[cfg(unix)]
     pipe: Option<Pipe>,
 }
@@ -46,7 +54,6 @@ pub(crate) struct Output {
 #[cfg(unix)]
 struct Pipe {
     capacity: usize,
-    flags: libc::c_int,
     /// Room measured last, less what was written since: a lower bound
     /// (the host only ever makes more), so a write that fits it needs no
     /// measuring (an `ioctl` per answer, otherwise).
@@ -58,13 +65,22 @@ struct Pipe {
 const PAGE: usize = 4096;
 
 impl Output {
-    /// Takes `file` for the protocol, switching a pipe to non-blocking mode
-    /// until the `Output` is dropped.
+    /// Takes `file` for the protocol, switching a pipe or socket to
+    /// non-blocking mode until it is released (or the `Output` dropped).
     pub(crate) fn new(file: File) -> Output {
         #[cfg(unix)]
         {
-            let pipe = Pipe::of(&file);
-            Output { file, pipe }
+            use std::os::fd::AsRawFd;
+            let fd = file.as_raw_fd();
+            // SAFETY: fstat on an fd we own, into a zeroed stat.
+            let kind = unsafe {
+                let mut stat: libc::stat = std::mem::zeroed();
+                if libc::fstat(fd, &mut stat) == 0 { stat.st_mode & libc::S_IFMT } else { 0 }
+            };
+            let restore = if kind == libc::S_IFIFO || kind == libc::S_IFSOCK { make_nonblocking(fd) } else { None };
+            let pipe =
+                (restore.is_some() && kind == libc::S_IFIFO).then(|| Pipe { capacity: pipe_capacity(fd), known: 0 });
+            Output { file, restore, pipe }
         }
         #[cfg(not(unix))]
         {
@@ -73,24 +89,17 @@ impl Output {
     }
 }
 
+/// Switches `fd` to non-blocking mode; returns its flags before, to give
+/// back, or `None` if it stays blocking.
 #[cfg(unix)]
-impl Pipe {
-    fn of(file: &File) -> Option<Pipe> {
-        use std::os::fd::AsRawFd;
-        let fd = file.as_raw_fd();
-        // SAFETY: fstat and fcntl on an fd we own, with a zeroed stat to fill.
-        unsafe {
-            let mut stat: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut stat) != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
-                return None;
-            }
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-                return None;
-            }
-            let capacity = pipe_capacity(fd);
-            Some(Pipe { capacity, flags, known: 0 })
+fn make_nonblocking(fd: std::os::fd::RawFd) -> Option<libc::c_int> {
+    // SAFETY: fcntl on an fd we own.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return None;
         }
+        Some(flags)
     }
 }
 
@@ -110,16 +119,9 @@ fn pipe_capacity(fd: std::os::fd::RawFd) -> usize {
     64 * 1024
 }
 
-#[cfg(unix)]
 impl Drop for Output {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        if let Some(pipe) = &self.pipe {
-            // SAFETY: restores the flags this fd had when it was taken.
-            unsafe {
-                libc::fcntl(self.file.as_raw_fd(), libc::F_SETFL, pipe.flags);
-            }
-        }
+        self.release();
     }
 }
 
@@ -190,6 +192,18 @@ impl Stream for Output {
         {
             let _ = limit;
             Ok(())
+        }
+    }
+
+    fn release(&mut self) {
+        #[cfg(unix)]
+        if let Some(flags) = self.restore.take() {
+            use std::os::fd::AsRawFd;
+            self.pipe = None;
+            // SAFETY: restores the flags this fd had when it was taken.
+            unsafe {
+                libc::fcntl(self.file.as_raw_fd(), libc::F_SETFL, flags);
+            }
         }
     }
 }

@@ -10,15 +10,16 @@
 //!   sent (a call's log records before its answer);
 //! - a lone answer costs its sender one `write` and no thread wake-up, and
 //!   frames queued meanwhile leave together in one `writev`;
-//! - no thread but the writer ever waits on stdout: a slow host holds up
-//!   nobody's handler. The reader of stdin waits for room
-//!   ([`FrameWriter::wait_for_room`]) before taking more requests, which
-//!   bounds what the queue can hold;
+//! - when stdout is a pipe or a socket (as a host makes it), no thread but
+//!   the writer ever waits on it: a slow host holds up nobody's handler.
+//!   The reader of stdin waits for room ([`FrameWriter::wait_for_room`])
+//!   before taking more requests, which bounds what the queue can hold;
 //! - only whole frames are written when the stream says how much room it
-//!   has (a pipe, see `output.rs`), so [`drain`](FrameWriter::drain) can
-//!   give up on a host that stopped reading at a frame's end, counting
-//!   what it could not deliver; a broken stream fails the writer at once
-//!   and tells the session.
+//!   has (a pipe, see `output.rs`), so [`drain`](FrameWriter::drain)
+//!   normally gives up on a host that stopped reading at a frame's end. It
+//!   counts what it could not deliver, a frame it had to cut included (one
+//!   larger than the pipe, written in parts); a broken stream fails the
+//!   writer at once and tells the session.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -37,6 +38,8 @@ const MAX_SLICES: usize = 256;
 /// How long the writer thread waits for room before looking at its queue
 /// again (to notice that the session gave up on the host).
 const POLL_SLICE: Duration = Duration::from_millis(50);
+/// How long a closing drain waits for whoever writes to stop.
+const WRITER_STOP: Duration = Duration::from_secs(1);
 
 /// What a frame is, for the count of what was not delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +115,16 @@ impl Undelivered {
             Kind::Request => self.requests += 1,
         }
     }
+
+    fn of(frames: &VecDeque<Frame>) -> Undelivered {
+        let mut counts = Undelivered::default();
+        frames.iter().for_each(|frame| counts.count(frame));
+        counts
+    }
+
+    fn plus(self, other: Undelivered) -> Undelivered {
+        Undelivered { answers: self.answers + other.answers, requests: self.requests + other.requests }
+    }
 }
 
 /// Who writes the queue now.
@@ -146,6 +159,9 @@ struct Queue {
     thread_started: bool,
     status: Status,
     undelivered: Undelivered,
+    /// The frames taken out of the queue by whoever writes now, by kind:
+    /// what a drain that stops waiting for the writer counts as lost.
+    out: Undelivered,
     /// Threads waiting on `changed` (a condvar signal is a system call even
     /// with nobody waiting, so it is sent only to someone).
     waiters: usize,
@@ -175,6 +191,7 @@ impl FrameWriter {
                 thread_started: false,
                 status: Status::Open,
                 undelivered: Undelivered::default(),
+                out: Undelivered::default(),
                 waiters: 0,
             }),
             changed: Condvar::new(),
@@ -203,7 +220,7 @@ impl FrameWriter {
     /// the rest to the writer thread.
     fn write_as_sender<'a>(self: &'a Arc<Self>, mut queue: MutexGuard<'a, Queue>) {
         loop {
-            let (frames, skip) = (mem::take(&mut queue.frames), queue.front_written);
+            let (frames, skip) = self.take_out(&mut queue);
             drop(queue);
             let result = write_fitting(&mut **lock(&self.out), &frames, skip);
             queue = lock(&self.queue);
@@ -220,6 +237,14 @@ impl FrameWriter {
         }
     }
 
+    /// Takes the queue out to write it (the queue lock is not held while
+    /// writing), with how much of its front frame is written already.
+    fn take_out(&self, queue: &mut Queue) -> (VecDeque<Frame>, usize) {
+        let frames = mem::take(&mut queue.frames);
+        queue.out = Undelivered::of(&frames);
+        (frames, queue.front_written)
+    }
+
     /// Books a write's outcome: the frames not written (whole or in part)
     /// go back to the front of the queue. Returns whether every frame was
     /// written.
@@ -230,6 +255,7 @@ impl FrameWriter {
         skip: usize,
         result: io::Result<Progress>,
     ) -> bool {
+        queue.out = Undelivered::default();
         let progress = match result {
             Ok(progress) => progress,
             Err(e) => {
@@ -239,7 +265,9 @@ impl FrameWriter {
         };
         let mut bytes = progress.bytes;
         queue.written += bytes as u64;
-        queue.bytes -= bytes;
+        // Saturating: a close meanwhile zeroed the count (it matters only
+        // while the stream is open).
+        queue.bytes = queue.bytes.saturating_sub(bytes);
         let mut skip = skip;
         while let Some(front) = frames.front() {
             let left = front.len() - skip;
@@ -257,6 +285,7 @@ impl FrameWriter {
             for frame in &frames {
                 queue.undelivered.count(frame);
             }
+            self.let_go();
             return done;
         }
         frames.append(&mut queue.frames);
@@ -284,6 +313,7 @@ impl FrameWriter {
         if let Err(e) = spawned {
             let frames = mem::take(&mut queue.frames);
             self.fail(queue, frames, &e);
+            queue.writer = Writer::Nobody;
         }
     }
 
@@ -306,7 +336,7 @@ impl FrameWriter {
             if queue.status != Status::Open {
                 return self.step_down(queue);
             }
-            let (frames, skip) = (mem::take(&mut queue.frames), queue.front_written);
+            let (frames, skip) = self.take_out(&mut queue);
             drop(queue);
             let result = ready.and_then(|()| write_fitting(&mut **lock(&self.out), &frames, skip));
             let stalled = matches!(result, Ok(Progress { bytes: 0 }));
@@ -325,7 +355,19 @@ impl FrameWriter {
 
     fn step_down(&self, mut queue: MutexGuard<'_, Queue>) {
         queue.writer = Writer::Nobody;
+        if queue.status != Status::Open {
+            self.let_go();
+        }
         self.tell(&queue);
+    }
+
+    /// Gives the stream back as it was found, once nothing more is written
+    /// (see [`Stream::release`]). Whoever holds it now is writing, and calls
+    /// this again when it sees the stream closed.
+    fn let_go(&self) {
+        if let Ok(mut out) = self.out.try_lock() {
+            out.release();
+        }
     }
 
     /// Signals a change to whoever waits on it.
@@ -376,9 +418,16 @@ impl FrameWriter {
             queue = self.wait(queue, Some(left));
         }
         self.close_queue(&mut queue);
-        // Whoever writes stops within a poll slice; what it held is counted.
+        // Whoever writes stops within a poll slice (what it held is then
+        // counted) unless a write blocks: a stream that is not a pipe, say
+        // a terminal on hold. Then what it holds is counted lost, and the
+        // session ends without it.
+        let writer_deadline = Instant::now() + WRITER_STOP;
         while queue.writer != Writer::Nobody {
-            queue = self.wait(queue, None);
+            let Some(left) = writer_deadline.checked_duration_since(Instant::now()) else {
+                return queue.undelivered.plus(queue.out);
+            };
+            queue = self.wait(queue, Some(left));
         }
         queue.undelivered
     }
@@ -399,6 +448,7 @@ impl FrameWriter {
             queue.undelivered.count(frame);
         }
         queue.bytes = 0;
+        self.let_go();
         self.tell(queue);
     }
 
@@ -592,6 +642,70 @@ mod tests {
         assert!(writer.failed());
         assert_eq!(failures.load(Ordering::SeqCst), 1);
         assert_eq!(writer.close(), Undelivered { answers: 2, requests: 0 });
+    }
+
+    /// A stream whose writes block until the test opens the gate: a
+    /// blocking stdout (a terminal on hold), or a write caught mid-way.
+    #[derive(Clone, Default)]
+    struct Held(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+    impl Held {
+        fn open(&self) {
+            *self.0.0.lock().unwrap() = true;
+            self.0.1.notify_all();
+        }
+    }
+
+    impl Stream for Held {
+        fn room(&mut self, _: usize) -> Option<Room> {
+            None
+        }
+        fn write_now(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let mut open = self.0.0.lock().unwrap();
+            while !*open {
+                open = self.0.1.wait(open).unwrap();
+            }
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+        fn wait_writable(&mut self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_close_while_a_write_is_under_way_keeps_the_counts_right() {
+        let held = Held::default();
+        let writer = FrameWriter::new(Box::new(held.clone()), Box::new(|_| {}));
+        let sender = {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || writer.send(answer("in flight")))
+        };
+        // Wait until the sender is inside its write.
+        while lock(&writer.queue).out.answers == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(writer.close(), Undelivered::default());
+        held.open();
+        sender.join().expect("the sender's write is booked without underflow");
+        assert_eq!(lock(&writer.queue).bytes, 0);
+    }
+
+    #[test]
+    fn a_drain_does_not_wait_for_ever_on_a_write_that_blocks() {
+        let held = Held::default();
+        let writer = FrameWriter::new(Box::new(held.clone()), Box::new(|_| {}));
+        {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || writer.send(answer("stuck")));
+        }
+        while lock(&writer.queue).out.answers == 0 {
+            std::thread::yield_now();
+        }
+        let started = Instant::now();
+        let undelivered = writer.drain(Duration::from_millis(20));
+        assert!(started.elapsed() < WRITER_STOP + Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(undelivered, Undelivered { answers: 1, requests: 0 }, "the frame held by the write is counted");
+        held.open();
     }
 
     #[test]
