@@ -183,6 +183,12 @@ impl Outgoing {
         }
     }
 
+    /// Whether any request waits for an answer (the reader then polls for
+    /// it briefly, see `transport/stdio/input.rs`).
+    pub(crate) fn awaiting(&self) -> bool {
+        !self.state().pending.is_empty()
+    }
+
     /// Requests waiting for an answer (for tests of boundedness).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn pending_count(&self) -> usize {

@@ -10,8 +10,8 @@
 //! - A thread that finds nothing queued polls the queue for a moment
 //!   (`Plugin::input_spin`, 50 µs) before it sleeps, one thread at a time:
 //!   the host's next request, handed over by the reader, then needs no
-//!   thread wake-up. This is the runtime's one spin (see ARCHITECTURE.md
-//!   for why it sits here and not in the reader); it is off on one core,
+//!   thread wake-up. (The runtime's one spin rule, see ARCHITECTURE.md:
+//!   for requests it sits here, not in the reader.) It is off on one core,
 //!   where spinning could only delay the reader it waits for.
 //! - A thread whose handler waits on the host says so
 //!   ([`HostWaits`](crate::call::context::HostWaits)) and stops counting as

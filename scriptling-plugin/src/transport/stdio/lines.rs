@@ -39,6 +39,11 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// The source being read.
+    pub(crate) fn source_mut(&mut self) -> &mut R {
+        self.inner.get_mut()
+    }
+
     /// Reads the next non-blank line into `buf`. A line over the limit is
     /// discarded as it streams past, never buffered whole.
     pub(crate) fn next(&mut self, buf: &mut Vec<u8>) -> io::Result<Line> {

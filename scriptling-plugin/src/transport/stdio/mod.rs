@@ -39,7 +39,7 @@ use crate::call::outgoing::Outgoing;
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::rpc::{self, Frame as Parsed, Message, Method};
-use crate::runtime::dispatch::Dispatcher;
+use crate::runtime::dispatch::{Dispatcher, parallelism};
 use crate::runtime::done::Done;
 use crate::runtime::teardown;
 use crate::transport::signals::{Signal, SignalWatch, Signals};
@@ -75,7 +75,7 @@ impl Session {
     /// `runtime`. `stop` must be the one `lines` watches.
     pub(crate) fn start<R>(
         core: Arc<Core>,
-        lines: LineReader<Input<R>>,
+        mut lines: LineReader<Input<R>>,
         stop: Arc<Stop>,
         output: Box<dyn Stream>,
         runtime: Handle,
@@ -93,6 +93,11 @@ impl Session {
             }),
         );
         let outgoing = Outgoing::new();
+        // Off on one core, where polling could only delay the thread that
+        // answers the host.
+        if parallelism() > 1 {
+            lines.source_mut().set_spin(core.options.input_spin);
+        }
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: Arc::new(Arc::clone(&writer)) };
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };

@@ -56,7 +56,11 @@ where
             // A host that reads our answers slowly gets its requests read slowly.
             routes.writer.wait_for_room(|| routes.stop.is_stopped());
             match self.lines.next(&mut self.buf) {
-                Ok(Line::Frame) => self.serve_line(),
+                Ok(Line::Frame) => {
+                    let answer = self.serve_line();
+                    let due = answer || routes.outgoing.awaiting();
+                    self.lines.source_mut().expect_answer(due);
+                }
                 Ok(Line::TooLong(len)) => {
                     // What the skipped line grew the buffer to is not kept.
                     self.buf = Vec::new();
@@ -76,7 +80,9 @@ where
         let _ = routes.control.send(Control::Eof);
     }
 
-    fn serve_line(&mut self) {
+    /// Serves the line read; returns whether it answered one of the
+    /// plugin's requests.
+    fn serve_line(&mut self) -> bool {
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
         let frame = if self.buf.len() >= MOVE_LINES_FROM {
@@ -84,23 +90,28 @@ where
         } else {
             Bytes::Copied(Arc::from(&self.buf[..]))
         };
-        routes.serve_frame(&frame, max_batch);
+        routes.serve_frame(&frame, max_batch)
     }
 }
 
 impl Routes {
     /// Serves a frame parsed the general way: its requests' params are
-    /// decoded on the pool.
-    fn serve_frame(&self, frame: &Bytes, max_batch: usize) {
+    /// decoded on the pool. Returns whether it was an answer to one of the
+    /// plugin's requests.
+    fn serve_frame(&self, frame: &Bytes, max_batch: usize) -> bool {
         match rpc::parse_frame(frame.as_ref(), max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 self.serve(Incoming::new(frame, request), id);
             }
-            Parsed::Single(Message::Response(response)) => self.route(&response),
+            Parsed::Single(Message::Response(response)) => {
+                self.route(&response);
+                return true;
+            }
             Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
             Parsed::Batch(messages) => self.batch(frame, messages),
         }
+        false
     }
 
     /// Runs one request; `plugin.shutdown` goes to the session.
