@@ -88,6 +88,7 @@ pub use value::{CallbackRef, ObjectRef, Value};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use transport::http::{CLIENT_HEADER, HttpConfig};
+pub use transport::tcp::TcpConfig;
 
 /// Exports a free function (see the attribute's full reference below).
 ///

@@ -105,7 +105,7 @@ impl Link {
     fn host(&self, method: &str) -> Result<&HostChannel, OutgoingError> {
         self.host.as_ref().ok_or_else(|| {
             let what = if method == "callback.call" { "callbacks" } else { "calling the host" };
-            OutgoingError::Unsupported(format!("{what} need the stdio transport"))
+            OutgoingError::Unsupported(format!("{what} need a stdio or TCP connection; HTTP cannot reach the host"))
         })
     }
 

@@ -184,7 +184,7 @@ impl Outgoing {
     }
 
     /// Whether any request waits for an answer (the reader then polls for
-    /// it briefly, see `transport/stdio/input.rs`).
+    /// it briefly, see `transport/session/input.rs`).
     pub(crate) fn awaiting(&self) -> bool {
         !self.state().pending.is_empty()
     }

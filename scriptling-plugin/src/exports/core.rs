@@ -53,5 +53,9 @@ pub(crate) struct Core {
     pub(crate) class_list: String,
     /// The serialised handshake result.
     pub(crate) handshake: Vec<u8>,
+    /// The serialised answer to `hello`.
+    pub(crate) hello: Vec<u8>,
+    /// The serialised answer to `tools/list`.
+    pub(crate) tools: Vec<u8>,
     pub(crate) options: Options,
 }

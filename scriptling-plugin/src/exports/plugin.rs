@@ -370,6 +370,8 @@ impl Plugin {
         };
         let handshake = serde_json::to_vec(&handshake)
             .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
+        let hello = schema::hello(&self.name, &self.version);
+        let tools = schema::tools(&exported);
         let function_list = sorted_names(exported.iter().map(|f| f.get_name()));
         let class_list = sorted_names(entries.iter().map(|c| c.name()));
         Ok(Core {
@@ -380,6 +382,8 @@ impl Plugin {
             class_list,
             functions: self.functions.into_iter().map(|f| (f.get_name().to_owned(), f)).collect(),
             handshake,
+            hello,
+            tools,
             options: self.options,
         })
     }

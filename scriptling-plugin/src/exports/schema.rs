@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::exports::function::Function;
 use crate::value::Value;
 
 /// The protocol version the host compares byte for byte.
@@ -65,4 +66,59 @@ pub(crate) struct PropertySchema<'a> {
 pub(crate) struct ConstantSchema<'a> {
     pub(crate) name: &'a str,
     pub(crate) value: &'a Value,
+}
+
+/// The answer to `hello` (the Supex bridge's handshake).
+pub(crate) fn hello(name: &str, version: &str) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Hello<'a> {
+        success: bool,
+        message: &'static str,
+        server: Server<'a>,
+    }
+    #[derive(Serialize)]
+    struct Server<'a> {
+        name: &'a str,
+        version: &'a str,
+    }
+    let hello = Hello { success: true, message: "Client identified", server: Server { name, version } };
+    // Two strings and constants always serialise.
+    serde_json::to_vec(&hello).unwrap_or_default()
+}
+
+/// The answer to `tools/list`: each exported function that `tools/call`
+/// can call, with its doc and parameters, in registration order.
+pub(crate) fn tools(functions: &[&Function]) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Tools<'a> {
+        tools: Vec<Tool<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Tool<'a> {
+        name: &'a str,
+        description: &'a str,
+        parameters: Vec<Parameter<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Parameter<'a> {
+        name: &'a str,
+        required: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        default: Option<&'a str>,
+    }
+    let tools = functions
+        .iter()
+        .filter(|f| f.refuse_rpc().is_none())
+        .map(|f| Tool {
+            name: f.get_name(),
+            description: f.get_description(),
+            parameters: f
+                .get_params()
+                .iter()
+                .map(|p| Parameter { name: p.name(), required: p.is_required(), default: p.default() })
+                .collect(),
+        })
+        .collect();
+    // Strings and booleans always serialise.
+    serde_json::to_vec(&Tools { tools }).unwrap_or_default()
 }

@@ -19,8 +19,8 @@ pub(crate) enum ErrorCode {
     InternalError,
     /// `-32000`: the call failed (unknown function, bad argument, plugin error, panic).
     Application,
-    /// `-32001`: an HTTP request without the configured bearer token.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    /// `-32001`: a request without the configured token (HTTP's bearer
+    /// token, or the one a connection's `hello` must carry).
     AuthenticationFailed,
 }
 

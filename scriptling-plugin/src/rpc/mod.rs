@@ -41,6 +41,14 @@ pub(crate) enum Method {
     EnvironmentOpen,
     EnvironmentClose,
     Ping,
+    /// The Supex bridge's `hello`: a client says who it is (and presents
+    /// the token, where one is required).
+    Hello,
+    /// The Supex bridge's `tools/call`: a function called with plain JSON
+    /// arguments by keyword.
+    ToolsCall,
+    /// `tools/list`: the functions `tools/call` can call.
+    ToolsList,
     Unknown(String),
 }
 
@@ -56,6 +64,9 @@ impl Method {
             "environment.open" => Method::EnvironmentOpen,
             "environment.close" => Method::EnvironmentClose,
             "ping" => Method::Ping,
+            "hello" => Method::Hello,
+            "tools/call" => Method::ToolsCall,
+            "tools/list" => Method::ToolsList,
             other => Method::Unknown(other.to_owned()),
         }
     }
@@ -72,6 +83,9 @@ impl Method {
             Method::EnvironmentOpen => "environment.open",
             Method::EnvironmentClose => "environment.close",
             Method::Ping => "ping",
+            Method::Hello => "hello",
+            Method::ToolsCall => "tools/call",
+            Method::ToolsList => "tools/list",
             Method::Unknown(name) => name,
         }
     }

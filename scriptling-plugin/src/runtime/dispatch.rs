@@ -13,7 +13,6 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::context::HostWaits;
@@ -27,6 +26,7 @@ use crate::runtime::inflight::InFlight;
 use crate::runtime::invoke::{self, Call, Encode};
 use crate::runtime::pool::{Job, Pool};
 use crate::value::codec;
+use crate::value::plain::PlainObject;
 
 /// The bytes a request was parsed from, kept alive while its params are
 /// still raw, and shared by every request of a batch.
@@ -74,9 +74,22 @@ impl Incoming {
         };
         Self { method: Method::parse(request.method), params }
     }
+
+    /// The `token` a `hello` presents, if its params carry a string one.
+    pub(crate) fn token(&self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Hello {
+            #[serde(default)]
+            token: Option<String>,
+        }
+        let Payload::InFrame(frame, range) = &self.params else { return None };
+        serde_json::from_slice::<Hello>(&frame.as_ref()[range.clone()]).ok()?.token
+    }
 }
 
-/// Runs requests for one session (a stdio host, or an HTTP server's clients).
+/// Runs requests for one session (a stdio host, a TCP connection, or an
+/// HTTP server's clients). Sessions may share one [`Pool`] (a TCP server's
+/// connections do); whoever made the pool closes it.
 pub(crate) struct Dispatcher {
     core: Arc<Core>,
     link: Arc<Link>,
@@ -84,16 +97,15 @@ pub(crate) struct Dispatcher {
     /// `pool`, as calls running on it tell it they wait on the host.
     host_waits: Arc<dyn HostWaits>,
     inflight: Arc<InFlight>,
-    /// Cancels async calls when the session ends without waiting for them.
+    /// Cancels async calls, and refuses queued sync ones, when the session
+    /// ends without waiting for them.
     cancel: CancellationToken,
 }
 
 impl Dispatcher {
     /// A dispatcher for `core`, whose calls reach `link`; sync handlers run
-    /// on a pool of its own, inside `runtime`.
-    pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, runtime: Handle) -> Arc<Self> {
-        let options = &core.options;
-        let pool = Pool::new(Some(runtime), parallelism(), options.max_sync_threads, options.input_spin);
+    /// on `pool`.
+    pub(crate) fn new(core: Arc<Core>, link: Arc<Link>, pool: Pool) -> Arc<Self> {
         let host_waits = pool.host_waits();
         Arc::new(Self {
             core,
@@ -124,6 +136,11 @@ impl Dispatcher {
         self.inflight.count()
     }
 
+    /// When the last request in flight finished (`None` before any did).
+    pub(crate) fn last_finished(&self) -> Option<Instant> {
+        self.inflight.last_finished()
+    }
+
     /// Waits until no request is in flight, or `deadline` has passed.
     /// Returns whether it became idle.
     pub(crate) fn wait_idle(&self, deadline: Instant) -> bool {
@@ -131,11 +148,16 @@ impl Dispatcher {
     }
 
     /// Ends the session's work without waiting for it: async calls are
-    /// cancelled, queued sync calls refused. (Sync handlers already running
-    /// cannot be stopped; their answers have nowhere to go.)
+    /// cancelled, and its sync calls still queued are refused when a thread
+    /// takes them. (Sync handlers already running cannot be stopped; their
+    /// answers have nowhere to go.) The pool itself is its maker's to close.
     pub(crate) fn abandon(&self) {
         self.cancel.cancel();
-        self.pool.close();
+    }
+
+    /// Whether the session's work was abandoned: queued jobs refuse to run.
+    fn abandoned(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// Runs one request for `owner` (HTTP's client, `None` on stdio); `done`
@@ -150,19 +172,37 @@ impl Dispatcher {
         match &request.method {
             Method::Handshake => done.send(Ok(self.core.handshake.clone())),
             Method::Ping => done.send(ready(br#"{"status":"ok"}"#)),
+            Method::Hello => done.send(Ok(self.core.hello.clone())),
+            Method::ToolsList => done.send(Ok(self.core.tools.clone())),
+            Method::ToolsCall => match request.params {
+                Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
+                Payload::Decoded(_) => {
+                    let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
+                    done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
+                }
+            },
             Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => done.send(ready(b"null")),
             Method::Unknown(name) => {
                 done.send(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
             }
             Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => match request.params {
                 Payload::Decoded(params) => self.route(request.method, params, owner, done, Here::Away),
-                Payload::InFrame(frame, range) => {
-                    let job =
-                        DecodeJob { dispatcher: Arc::clone(self), method: request.method, frame, range, owner, done };
-                    self.pool.submit(Box::new(job));
-                }
+                Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
             },
         }
+    }
+
+    /// Has a request's raw params decoded, and the request run, on the pool.
+    fn decode_on_pool(
+        self: &Arc<Self>,
+        method: Method,
+        frame: Bytes,
+        range: Range<usize>,
+        owner: Option<Arc<str>>,
+        done: Done,
+    ) {
+        let job = DecodeJob { dispatcher: Arc::clone(self), method, frame, range, owner, done };
+        self.pool.submit(Box::new(job));
     }
 
     /// Looks a call up and runs it where its handler belongs: `here` says
@@ -193,6 +233,11 @@ impl Dispatcher {
             Err(error) => return done.send(Err(error)),
         };
         let call = Call { signature: Arc::clone(&function.signature), receiver, args, encode, owner };
+        self.run(function, call, done, here);
+    }
+
+    /// Runs `call` of `function` where its handler belongs.
+    fn run(self: &Arc<Self>, function: &Function, call: Call, done: Done, here: Here) {
         match (&function.handler, here) {
             (Handler::Async(handler), _) => {
                 invoke::spawn_async(&self.link, &self.cancel, call, Arc::clone(handler), done)
@@ -205,6 +250,25 @@ impl Dispatcher {
                 self.pool.submit(Box::new(job));
             }
         }
+    }
+
+    /// `tools/call`: an exported function by name, with plain JSON
+    /// arguments by keyword; its value is answered as plain JSON in
+    /// `{"success": true, "result": ...}`.
+    fn tools_call(self: &Arc<Self>, params: ToolParams, owner: Option<Arc<str>>, done: Done, here: Here) {
+        let Some(name) = params.name else {
+            let message = "tools/call: invalid params: missing field `name`";
+            return done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
+        };
+        let function = self.core.functions.get(&name).filter(|f| !f.is_hidden() && f.refuse_rpc().is_none());
+        let Some(function) = function else {
+            let message = format!("unknown tool {name} (available: {})", self.core.function_list);
+            return done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
+        };
+        let kwargs = params.arguments.map(|a| a.0).unwrap_or_default();
+        let signature = Arc::clone(&function.signature);
+        let call = Call { signature, receiver: None, args: (Vec::new(), kwargs), encode: Encode::Tool, owner };
+        self.run(function, call, done, here);
     }
 
     fn function_call(&self, mut p: CallParams) -> Result<Target<'_>, RpcError> {
@@ -290,6 +354,16 @@ impl Dispatcher {
     }
 }
 
+/// `tools/call`'s params: a function's name and its arguments by keyword,
+/// as plain JSON.
+#[derive(serde::Deserialize)]
+struct ToolParams {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<PlainObject>,
+}
+
 /// What a call runs, on what, with which arguments, and how its value is sent.
 type Target<'a> = (
     &'a Function,
@@ -321,6 +395,9 @@ pub(crate) fn parallelism() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
 }
 
+/// Why a job of an abandoned session does not run.
+const ABANDONED: &str = "the plugin is shutting down";
+
 /// A call whose params are still raw: decoded, looked up and run on the pool.
 struct DecodeJob {
     dispatcher: Arc<Dispatcher>,
@@ -334,6 +411,17 @@ struct DecodeJob {
 impl DecodeJob {
     fn decode_and_route(self, here: Here) {
         let DecodeJob { dispatcher, method, frame, range, owner, done } = self;
+        if method == Method::ToolsCall {
+            let parsed = serde_json::from_slice::<ToolParams>(&frame.as_ref()[range]);
+            drop(frame);
+            return match parsed {
+                Ok(params) => dispatcher.tools_call(params, owner, done, here),
+                Err(e) => {
+                    let message = format!("tools/call: invalid params: {e}");
+                    done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)))
+                }
+            };
+        }
         let parsed = codec::decode::<CallParams>(&frame.as_ref()[range]);
         // The frame (perhaps a 16 MiB line) is let go of once decoded.
         drop(frame);
@@ -349,6 +437,9 @@ impl DecodeJob {
 
 impl Job for DecodeJob {
     fn run(self: Box<Self>) {
+        if self.dispatcher.abandoned() {
+            return self.done.send(Err(RpcError::application(ABANDONED)));
+        }
         self.decode_and_route(Here::Pool);
     }
 
@@ -373,6 +464,9 @@ struct CallJob {
 impl Job for CallJob {
     fn run(self: Box<Self>) {
         let CallJob { dispatcher, call, handler, done } = *self;
+        if dispatcher.abandoned() {
+            return done.send(Err(RpcError::application(ABANDONED)));
+        }
         invoke::run_sync(&dispatcher.link, &dispatcher.host_waits, call, &*handler, done);
     }
 

@@ -25,6 +25,9 @@ struct State {
     /// Threads waiting for the count to reach zero (a condvar signal is a
     /// system call even with nobody waiting, so it is sent only to someone).
     waiters: usize,
+    /// When the count last fell to zero (a connection's idle time counts
+    /// from the later of this and the last request read).
+    last_finished: Option<Instant>,
 }
 
 /// Held by a request until its answer has been handed over.
@@ -48,6 +51,11 @@ impl InFlight {
 
     pub(crate) fn count(&self) -> usize {
         lock(&self.state).count
+    }
+
+    /// When the last request in flight finished (`None` before any did).
+    pub(crate) fn last_finished(&self) -> Option<Instant> {
+        lock(&self.state).last_finished
     }
 
     /// Waits until no request is in flight, or `deadline` has passed.
@@ -80,8 +88,11 @@ impl Drop for InFlightGuard {
     fn drop(&mut self) {
         let mut state = lock(&self.0.state);
         state.count -= 1;
-        if state.count == 0 && state.waiters > 0 {
-            self.0.idle.notify_all();
+        if state.count == 0 {
+            state.last_finished = Some(Instant::now());
+            if state.waiters > 0 {
+                self.0.idle.notify_all();
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::runtime::done::{Done, Outcome};
 use crate::runtime::panic::CatchUnwind;
 use crate::support::panic_message;
 use crate::value::Value;
+use crate::value::plain::Plain;
 
 /// How a call's value becomes its result.
 #[derive(Clone, Copy)]
@@ -26,6 +27,8 @@ pub(crate) enum Encode {
     Value,
     /// As the bare `{"library","class","id"}` that `object.new` answers with.
     NewObject,
+    /// As `tools/call` answers: `{"success": true, "result": <plain JSON>}`.
+    Tool,
 }
 
 /// A call ready to run: what it runs, on what, with which arguments.
@@ -135,6 +138,14 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
             "{qualified}(): the constructor returned {} instead of a new instance",
             other.type_name()
         ))),
+        Ok(Ok(value)) if matches!(encode, Encode::Tool) => {
+            #[derive(serde::Serialize)]
+            struct Answer<'a> {
+                success: bool,
+                result: Plain<'a>,
+            }
+            rpc::encode_result(&Answer { success: true, result: Plain(&value) }, qualified)
+        }
         Ok(Ok(value)) => rpc::encode_value(&value, qualified),
         Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
         Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),

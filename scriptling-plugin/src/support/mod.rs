@@ -27,6 +27,16 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Whether `a` equals `b`, in time that depends only on their lengths (for
+/// tokens: how long a wrong guess takes says nothing of how close it was).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
+    }
+    std::hint::black_box(diff) == 0
+}
+
 /// Runs `f`, on a fresh stack segment if this thread's is nearly used up.
 ///
 /// Wrapped around each level of the SDK's recursive work on values
@@ -129,6 +139,14 @@ mod tests {
     use super::*;
 
     struct Point;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abd", b"abc"));
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        assert!(!constant_time_eq(b"", b"abc"));
+    }
 
     #[test]
     fn short_names_drop_every_path() {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::net::Shutdown;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -18,15 +19,25 @@ use crate::exports::plugin::Plugin;
 use crate::support::lock;
 use crate::testing::wire::{self, Captured, Envelope, Shared};
 use crate::testing::{DEFAULT_TIMEOUT, HostError, LogRecord, example_path};
-use crate::transport::stdio::Session;
-use crate::transport::stdio::input::{Input, Stop};
-use crate::transport::stdio::lines::LineReader;
-use crate::transport::stdio::output::Output;
+use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::lines::LineReader;
+use crate::transport::session::output::Output;
+use crate::transport::session::{Session, Setup};
 use crate::value::{ObjectRef, Value};
 
 enum Backend {
-    InProcess { finished: Option<Receiver<Result<(), ServeError>>>, link: Arc<Link> },
-    Process { child: Child },
+    InProcess {
+        finished: Option<Receiver<Result<(), ServeError>>>,
+        link: Arc<Link>,
+    },
+    Process {
+        child: Child,
+    },
+    /// A connection to a plugin served over TCP or a Unix socket: `closed`
+    /// says when the plugin has closed it.
+    Connection {
+        closed: Receiver<()>,
+    },
 }
 
 /// The host side of a plugin connection. See the [module docs](crate::testing).
@@ -49,7 +60,7 @@ impl Host {
         let stop = Stop::new()?;
         let lines = LineReader::new(Input::new(plugin_in, Arc::clone(&stop)), core.options.max_frame_bytes);
         let output = Box::new(Output::new(std::fs::File::from(std::os::fd::OwnedFd::from(plugin_out))));
-        let session = Session::start(core, lines, stop, output, runtime.handle().clone())?;
+        let session = Session::start(Setup::stdio(core, runtime.handle().clone()), lines, stop, output)?;
         let link = session.link();
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
@@ -59,6 +70,45 @@ impl Host {
         })?;
         let backend = Backend::InProcess { finished: Some(finished), link };
         Ok(Host::connect(Box::new(host_out), host_in, backend, Arc::new(Captured::default())))
+    }
+
+    /// Connects to a plugin served over TCP ([`Plugin::serve_tcp`], or a
+    /// plugin binary run with `--listen tcp://HOST:PORT`) and speaks the
+    /// Scriptling protocol on that connection, answering its callbacks and
+    /// recording its log records as for a spawned plugin. The Supex
+    /// bridge's methods go through [`request`](Host::request):
+    ///
+    /// ```no_run
+    /// use scriptling_plugin::testing::Host;
+    /// use serde_json::json;
+    ///
+    /// let host = Host::connect_tcp("127.0.0.1:9876".parse().unwrap()).unwrap();
+    /// host.request("hello", json!({"name": "test", "token": "s3cret"})).unwrap();
+    /// let answer = host.request("tools/call", json!({"name": "greet", "arguments": {"name": "Ada"}})).unwrap();
+    /// assert_eq!(answer, json!({"success": true, "result": "Hello, Ada"}));
+    /// ```
+    ///
+    /// [`close_input`](Host::close_input) closes this side of the
+    /// connection; [`wait`](Host::wait) waits for the plugin to close its
+    /// side.
+    pub fn connect_tcp(addr: std::net::SocketAddr) -> std::io::Result<Host> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Host::connect_socket(SocketWriter(stream.try_clone()?), stream))
+    }
+
+    /// Like [`connect_tcp`](Host::connect_tcp), for a plugin served on a
+    /// Unix socket (`--listen unix:/path`).
+    #[cfg(unix)]
+    pub fn connect_unix(path: impl AsRef<std::path::Path>) -> std::io::Result<Host> {
+        let stream = std::os::unix::net::UnixStream::connect(path)?;
+        Ok(Host::connect_socket(SocketWriter(stream.try_clone()?), stream))
+    }
+
+    fn connect_socket<S: HalfClose + 'static>(writer: SocketWriter<S>, reader: impl Read + Send + 'static) -> Host {
+        let (closed_tx, closed) = mpsc::channel();
+        let reader = NoticeEnd { inner: reader, ended: Some(closed_tx) };
+        Host::connect(Box::new(writer), reader, Backend::Connection { closed }, Arc::new(Captured::default()))
     }
 
     /// Starts a plugin executable with piped stdin and stdout; its stderr
@@ -294,7 +344,8 @@ impl Host {
         lock(&self.unrouted).recv_timeout(timeout).ok()
     }
 
-    /// Closes the plugin's input (stdin EOF).
+    /// Closes the plugin's input (stdin EOF; over a connection, this
+    /// side of it).
     pub fn close_input(&self) {
         *lock(&self.shared.writer) = Box::new(std::io::sink());
     }
@@ -329,6 +380,12 @@ impl Host {
                     Err(RecvTimeoutError::Disconnected) => Err("the plugin's serving thread panicked".into()),
                 }
             }
+            Backend::Connection { closed } => match closed.recv_timeout(timeout) {
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => Ok(None),
+                Err(RecvTimeoutError::Timeout) => {
+                    Err(format!("the plugin did not close the connection within {timeout:?}"))
+                }
+            },
         }
     }
 
@@ -362,7 +419,7 @@ impl Host {
     pub fn live_objects(&self) -> Option<usize> {
         match &*lock(&self.backend) {
             Backend::InProcess { link, .. } => Some(link.objects.len()),
-            Backend::Process { .. } => None,
+            Backend::Process { .. } | Backend::Connection { .. } => None,
         }
     }
 
@@ -372,7 +429,7 @@ impl Host {
     pub fn pending_requests(&self) -> Option<usize> {
         match &*lock(&self.backend) {
             Backend::InProcess { link, .. } => Some(link.pending_requests()),
-            Backend::Process { .. } => None,
+            Backend::Process { .. } | Backend::Connection { .. } => None,
         }
     }
 
@@ -380,7 +437,7 @@ impl Host {
     pub fn pid(&self) -> Option<u32> {
         match &*lock(&self.backend) {
             Backend::Process { child, .. } => Some(child.id()),
-            Backend::InProcess { .. } => None,
+            Backend::InProcess { .. } | Backend::Connection { .. } => None,
         }
     }
 }
@@ -423,4 +480,59 @@ fn with_args(
     }
     params.push('}');
     params
+}
+
+/// The writing half of a socket: dropping it (as [`Host::close_input`]
+/// does) shuts the socket's sending side, so the plugin reads its end.
+struct SocketWriter<S: HalfClose>(S);
+
+/// A socket whose sending side can be shut alone.
+trait HalfClose: Write + Send {
+    fn close_write(&self);
+}
+
+impl HalfClose for std::net::TcpStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+#[cfg(unix)]
+impl HalfClose for std::os::unix::net::UnixStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+impl<S: HalfClose> Write for SocketWriter<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<S: HalfClose> Drop for SocketWriter<S> {
+    fn drop(&mut self) {
+        self.0.close_write();
+    }
+}
+
+/// A reader that says when its input has ended.
+struct NoticeEnd<R> {
+    inner: R,
+    ended: Option<mpsc::Sender<()>>,
+}
+
+impl<R: Read> Read for NoticeEnd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf);
+        if matches!(read, Ok(0) | Err(_)) {
+            if let Some(ended) = self.ended.take() {
+                let _ = ended.send(());
+            }
+        }
+        read
+    }
 }

@@ -1,11 +1,12 @@
 //! The command line of a plugin binary served with `Plugin::run`: with no
 //! arguments it serves a host over stdio; a few flags make it describe
-//! itself instead, or serve HTTP.
+//! itself instead, or serve TCP, a Unix socket or HTTP.
 
 /// What the binary was asked to do.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Command {
-    /// Serve: stdio, or HTTP when `--listen` (or its variable) is given.
+    /// Serve: stdio, or a socket or HTTP when `--listen` (or its variable)
+    /// is given.
     Serve,
     /// `--describe`: print the exports with their signatures and help.
     Describe,
@@ -17,7 +18,8 @@ pub(crate) enum Command {
     Help,
 }
 
-/// The flags that take a value (HTTP's, read by `HttpConfig`).
+/// The flags that take a value (the transports', read by `TcpConfig` and
+/// `HttpConfig`).
 const WITH_VALUE: &[&str] = &["--listen", "--path"];
 
 /// Reads the arguments (without the program name). Arguments the SDK does
@@ -57,13 +59,16 @@ pub(crate) fn usage() -> String {
     let program = program_name();
     let http = cfg!(feature = "http");
     let mut text = format!(
-        "usage: {program} [--describe | --schema | --version | --help]{}\n\n\
+        "usage: {program} [--describe | --schema | --version | --help] [--listen ADDR{}]\n\n\
          With no arguments the plugin serves a Scriptling host over stdin and stdout\n\
          (line-delimited JSON-RPC 2.0); Scriptling starts it this way.\n\n\
          \x20 --describe     print the functions, classes and constants with their help\n\
          \x20 --schema       print the handshake answer (the schema) as JSON\n\
-         \x20 --version      print the library's name and version\n",
-        if http { " [--listen ADDR [--path PATH]]" } else { "" }
+         \x20 --version      print the library's name and version\n\
+         \x20 --listen tcp://HOST:PORT | unix:/PATH\n\
+         \x20                serve line-delimited JSON-RPC on a socket instead (hello, ping,\n\
+         \x20                tools/call, tools/list, and the Scriptling protocol)\n",
+        if http { " [--path PATH]" } else { "" }
     );
     if http {
         text.push_str(

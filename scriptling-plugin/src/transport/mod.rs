@@ -4,8 +4,11 @@
 pub(crate) mod cli;
 #[cfg(feature = "http")]
 pub(crate) mod http;
+pub(crate) mod refusals;
+pub(crate) mod session;
+pub(crate) mod settings;
 pub(crate) mod signals;
-pub(crate) mod stdio;
+pub(crate) mod tcp;
 
 use std::sync::Arc;
 
@@ -15,11 +18,11 @@ use crate::exports::plugin::Plugin;
 use crate::runtime::dispatch::parallelism;
 use crate::runtime::panic;
 use crate::transport::cli::Command;
+use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::lines::LineReader;
+use crate::transport::session::output::Output;
+use crate::transport::session::{Session, Setup};
 use crate::transport::signals::Signals;
-use crate::transport::stdio::Session;
-use crate::transport::stdio::input::{Input, Stop};
-use crate::transport::stdio::lines::LineReader;
-use crate::transport::stdio::output::Output;
 
 impl Plugin {
     /// Serves the plugin over stdio until the host shuts it down, closes
@@ -57,13 +60,16 @@ impl Plugin {
     /// Any other argument is refused with the usage line, unless the plugin
     /// takes arguments of its own ([`own_args`](Plugin::own_args)).
     ///
-    /// The same binary can serve HTTP instead, with no code change: pass
-    /// `--listen ADDR` (and optionally `--path /json-rpc`), or set
-    /// `SCRIPTLING_PLUGIN_LISTEN` (and the other `SCRIPTLING_PLUGIN_*`
-    /// variables listed on `HttpConfig`); arguments win
-    /// over the environment. This needs the `http` feature. Set the
-    /// variables only for the plugin's own process: a Scriptling host passes
-    /// its environment to every plugin it spawns.
+    /// The same binary can serve a network instead, with no code change:
+    /// `--listen tcp://HOST:PORT` (or `unix:/path`) serves line-delimited
+    /// JSON-RPC on a socket (see [`serve_tcp_with`](Plugin::serve_tcp_with)
+    /// and the limits on [`TcpConfig`](crate::TcpConfig)); `--listen ADDR`
+    /// (and optionally `--path /json-rpc`) serves HTTP, with the `http`
+    /// feature (limits on `HttpConfig`). `SCRIPTLING_PLUGIN_LISTEN` and the
+    /// other `SCRIPTLING_PLUGIN_*` variables say the same; arguments win
+    /// over the environment. Set the variables only for the plugin's own
+    /// process: a Scriptling host passes its environment to every plugin it
+    /// spawns.
     pub fn run(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -90,16 +96,18 @@ impl Plugin {
             use std::io::Write;
             return std::io::stdout().write_all(text.as_bytes()).map_err(ServeError::Io);
         }
+        if let Some(config) = tcp::TcpConfig::from_env_and(&args)? {
+            return tcp::run(core, config);
+        }
         #[cfg(feature = "http")]
         if let Some(config) = crate::transport::http::HttpConfig::from_env_and(&args)? {
             return crate::transport::http::run(core, config);
         }
         #[cfg(not(feature = "http"))]
-        if args.iter().any(|a| a == "--listen" || a.starts_with("--listen="))
-            || std::env::var("SCRIPTLING_PLUGIN_LISTEN").is_ok_and(|v| !v.is_empty())
-        {
+        if settings::from_process(&args).listen().map_err(ServeError::Config)?.is_some() {
             return Err(ServeError::Config(
-                "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin"
+                "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin \
+                 (tcp://HOST:PORT and unix:/path need no feature)"
                     .to_owned(),
             ));
         }
@@ -109,19 +117,20 @@ impl Plugin {
         // and its writer first is cold code. Measured with `plugin-bench spawn`.)
         // Fd 1 points at the original stdout again only once `_stdout`
         // drops, after the session has ended.
-        let (mut out, _stdout) = stdio::guard::take_stdout()?;
+        let (mut out, _stdout) = session::guard::take_stdout()?;
         let stop = Stop::new()?;
         let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let mut lines = LineReader::new(input, core.options.max_frame_bytes);
-        if stdio::input::stdin_waiting() {
-            stdio::answer_early_handshake(&core, &mut lines, &mut out);
+        if session::input::stdin_waiting() {
+            session::answer_early_handshake(&core, &mut lines, &mut out);
         }
         let rt = self::runtime()?;
         let signals = Signals::install();
         return_large_buffers_to_the_system();
         panic::install_hook(core.options.panic_backtraces);
         let output = Box::new(Output::new(out));
-        let mut session = Session::start(Arc::new(core), lines, stop, output, rt.handle().clone())?;
+        let setup = Setup::stdio(Arc::new(core), rt.handle().clone());
+        let mut session = Session::start(setup, lines, stop, output)?;
         if let Some(signals) = signals {
             session.watch_signals(signals)?;
         }
@@ -153,6 +162,37 @@ impl Plugin {
         crate::transport::http::run(core, config)
     }
 
+    /// Serves the plugin over TCP at `addr` (`"127.0.0.1:9876"`, or a port
+    /// alone for loopback; `"unix:/path"` for a Unix socket) until SIGINT
+    /// or SIGTERM, with the default limits. See
+    /// [`serve_tcp_with`](Plugin::serve_tcp_with).
+    pub fn serve_tcp(self, addr: &str) -> Result<(), ServeError> {
+        let config = tcp::TcpConfig::at_address(addr).map_err(ServeError::Config)?;
+        self.serve_tcp_with(config)
+    }
+
+    /// Serves the plugin over TCP (or a Unix socket) with `config`, on a
+    /// runtime of its own, until SIGINT or SIGTERM: line-delimited JSON-RPC
+    /// 2.0 in the Supex bridge's conventions (`hello` with an optional
+    /// token, `ping`, `tools/call`, `tools/list`), and the whole Scriptling
+    /// protocol, callbacks and log records included, on each connection.
+    /// Then every connection's session ends as a shutdown does (in-flight
+    /// calls finish, objects are destroyed, answers are written), and it
+    /// returns `Ok(())`.
+    ///
+    /// ```no_run
+    /// use scriptling_plugin::{Plugin, ServeError, TcpConfig};
+    ///
+    /// fn main() -> Result<(), ServeError> {
+    ///     let config = TcpConfig::new("127.0.0.1:9876".parse().unwrap()).token("s3cret");
+    ///     Plugin::new("bridge", "1.0.0", "").serve_tcp_with(config)
+    /// }
+    /// ```
+    pub fn serve_tcp_with(self, config: tcp::TcpConfig) -> Result<(), ServeError> {
+        let core = self.build()?;
+        tcp::run(core, config)
+    }
+
     /// Like [`run`](Plugin::run), on the caller's tokio runtime. Async
     /// handlers run on it; sync handlers run on the SDK's own worker
     /// threads, and the session's reading, writing and shutdown on threads
@@ -168,13 +208,13 @@ impl Plugin {
         let core = self.build()?;
         let signals = Signals::install();
         panic::install_hook(core.options.panic_backtraces);
-        let (out, stdout) = stdio::guard::take_stdout()?;
+        let (out, stdout) = session::guard::take_stdout()?;
         let output = Box::new(Output::new(out));
         let stop = Stop::new()?;
         let input = Input::new(std::io::stdin(), Arc::clone(&stop));
         let lines = LineReader::new(input, core.options.max_frame_bytes);
         let runtime = tokio::runtime::Handle::current();
-        let mut session = Session::start(Arc::new(core), lines, stop, output, runtime)?;
+        let mut session = Session::start(Setup::stdio(Arc::new(core), runtime), lines, stop, output)?;
         if let Some(signals) = signals {
             session.watch_signals(signals)?;
         }
@@ -215,4 +255,24 @@ pub(crate) fn return_large_buffers_to_the_system() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
+}
+
+/// Raises the soft limit on open files towards `connections` (plus room for
+/// everything else), within the hard limit, as Go's runtime does at start.
+pub(crate) fn raise_file_limit(connections: usize) {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit read and write a plain struct we own.
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        let wanted = (connections as libc::rlim_t).saturating_add(256).min(limit.rlim_max);
+        if wanted > limit.rlim_cur {
+            limit.rlim_cur = wanted;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = connections;
 }

@@ -7,6 +7,7 @@ pub(crate) mod codec;
 pub(crate) mod convert;
 pub(crate) mod derive;
 pub(crate) mod json;
+pub(crate) mod plain;
 
 use std::collections::BTreeMap;
 use std::fmt;

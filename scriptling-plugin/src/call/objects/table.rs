@@ -53,6 +53,12 @@ impl ObjectTable {
         Self::with_ids(Ids::Sequential(AtomicU64::new(0)), None)
     }
 
+    /// Sequential ids, at most `limit` objects alive (a TCP connection's:
+    /// its table is its own, so ids hide nothing there either).
+    pub(crate) fn sequential_limited(limit: Limit) -> Self {
+        Self::with_ids(Ids::Sequential(AtomicU64::new(0)), Some(limit))
+    }
+
     /// Ids from `generate`, which must never repeat itself (HTTP: random,
     /// so one client cannot guess another's), at most `limit` per owner.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]

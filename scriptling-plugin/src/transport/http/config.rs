@@ -1,10 +1,12 @@
 //! [`HttpConfig`]: how to serve a plugin over HTTP, every limit with its
 //! default, from code or from `--listen` and `SCRIPTLING_PLUGIN_*`.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::exports::error::ServeError;
+pub(crate) use crate::transport::settings::parse_addr;
+use crate::transport::settings::{self, Listen, Settings};
 
 /// How to serve a plugin over HTTP, and the limits that keep a server
 /// facing a network safe. Every limit has a default, a setter, and an
@@ -49,10 +51,6 @@ pub struct HttpConfig {
     pub(crate) object_ttl: Option<Duration>,
     pub(crate) max_objects: usize,
 }
-
-/// The longest time a variable may set: a century, far past any use, and
-/// far from the overflow of a deadline computed from it.
-const MAX_SECONDS: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// The longest `X-Scriptling-Client` value accepted.
 pub(crate) const MAX_CLIENT_ID_BYTES: usize = 256;
@@ -181,92 +179,50 @@ impl HttpConfig {
     }
 
     /// Like [`from_env_and_args`](Self::from_env_and_args), with the
-    /// arguments (without the program name) already read.
+    /// arguments (without the program name) already read. A `--listen`
+    /// for another transport (`tcp://`, `unix:`) is not HTTP's: `None`.
     pub(crate) fn from_env_and(args: &[String]) -> Result<Option<HttpConfig>, ServeError> {
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        Self::parse(args, env).map_err(ServeError::Config)
+        Self::parse(&settings::from_process(args)).map_err(ServeError::Config)
     }
 
-    fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Option<HttpConfig>, String> {
-        let arg = |name: &str| -> Result<Option<String>, String> {
-            match args.iter().position(|a| a == name) {
-                Some(i) => args.get(i + 1).cloned().map(Some).ok_or_else(|| format!("{name} needs a value")),
-                None => Ok(args.iter().find_map(|a| a.strip_prefix(&format!("{name}=")).map(str::to_owned))),
-            }
-        };
-        let Some(listen) = arg("--listen")?.or_else(|| env("SCRIPTLING_PLUGIN_LISTEN")) else {
-            return Ok(None);
-        };
+    fn parse(settings: &Settings<'_, impl Fn(&str) -> Option<String>>) -> Result<Option<HttpConfig>, String> {
+        let Some(Listen::Http(listen)) = settings.listen()? else { return Ok(None) };
         let mut config = HttpConfig::new(parse_addr(&listen)?);
-        if let Some(path) = arg("--path")?.or_else(|| env("SCRIPTLING_PLUGIN_PATH")) {
+        if let Some(path) = settings.arg_or_env("--path", "SCRIPTLING_PLUGIN_PATH")? {
             if !path.starts_with('/') {
                 return Err(format!("the HTTP path must start with '/', got {path:?}"));
             }
             config = config.path(path);
         }
-        if let Some(token) = env("SCRIPTLING_PLUGIN_TOKEN") {
+        if let Some(token) = settings.env("SCRIPTLING_PLUGIN_TOKEN") {
             config = config.token(token);
         }
-        let seconds = |name: &str, allow_zero: bool| -> Result<Option<Duration>, String> {
-            let Some(text) = env(name) else { return Ok(None) };
-            let secs: f64 = text
-                .parse()
-                .ok()
-                .filter(|s: &f64| s.is_finite() && (*s > 0.0 || (allow_zero && *s == 0.0)))
-                .ok_or_else(|| format!("{name} must be a positive number of seconds, got {text:?}"))?;
-            // Beyond what a `Duration` (or a deadline) can hold: refused, not a panic.
-            let duration = Duration::try_from_secs_f64(secs)
-                .ok()
-                .filter(|d| *d <= MAX_SECONDS)
-                .ok_or_else(|| format!("{name} must be at most {} seconds, got {text:?}", MAX_SECONDS.as_secs()))?;
-            Ok(Some(duration))
-        };
-        let count = |name: &str| -> Result<Option<usize>, String> {
-            let Some(text) = env(name) else { return Ok(None) };
-            text.parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .map(Some)
-                .ok_or_else(|| format!("{name} must be a positive whole number, got {text:?}"))
-        };
-        if let Some(t) = seconds("SCRIPTLING_PLUGIN_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_TIMEOUT", false)? {
             config = config.timeout(t);
         }
-        if let Some(t) = seconds("SCRIPTLING_PLUGIN_HEADER_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_HEADER_TIMEOUT", false)? {
             config = config.header_timeout(t);
         }
-        if let Some(t) = seconds("SCRIPTLING_PLUGIN_BODY_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_BODY_TIMEOUT", false)? {
             config = config.body_timeout(t);
         }
-        if let Some(t) = seconds("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", false)? {
             config = config.idle_timeout(t);
         }
-        if let Some(ttl) = seconds("SCRIPTLING_PLUGIN_OBJECT_TTL", true)? {
+        if let Some(ttl) = settings.seconds("SCRIPTLING_PLUGIN_OBJECT_TTL", true)? {
             config = config.object_ttl((!ttl.is_zero()).then_some(ttl));
         }
-        if let Some(n) = count("SCRIPTLING_PLUGIN_MAX_CONNECTIONS")? {
+        if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_CONNECTIONS")? {
             config = config.max_connections(n);
         }
-        if let Some(n) = count("SCRIPTLING_PLUGIN_MAX_BODY")? {
+        if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_BODY")? {
             config = config.max_body_bytes(n);
         }
-        if let Some(n) = count("SCRIPTLING_PLUGIN_MAX_OBJECTS")? {
+        if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_OBJECTS")? {
             config = config.max_objects(n);
         }
         Ok(Some(config))
     }
-}
-
-/// `8081`, `:8081` (loopback), `127.0.0.1:8081`, `[::1]:8081`, `localhost:8081`.
-pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
-    let port_only = text.strip_prefix(':').unwrap_or(text);
-    if let Ok(port) = port_only.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    text.to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .ok_or_else(|| format!("cannot listen on {text:?}: expected HOST:PORT or a port"))
 }
 
 #[cfg(test)]
@@ -274,19 +230,10 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    #[test]
-    fn addresses() {
-        assert_eq!(parse_addr("8081").unwrap(), "127.0.0.1:8081".parse().unwrap());
-        assert_eq!(parse_addr(":0").unwrap(), "127.0.0.1:0".parse().unwrap());
-        assert_eq!(parse_addr("0.0.0.0:9").unwrap(), "0.0.0.0:9".parse().unwrap());
-        assert_eq!(parse_addr("[::1]:9").unwrap(), "[::1]:9".parse().unwrap());
-        assert!(parse_addr("nonsense").unwrap_err().contains("expected HOST:PORT"));
-    }
-
     fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Option<HttpConfig>, String> {
         let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let args: Vec<String> = args.iter().map(ToString::to_string).collect();
-        HttpConfig::parse(&args, |name| env.get(name).cloned())
+        HttpConfig::parse(&Settings::new(&args, |name: &str| env.get(name).cloned()))
     }
 
     #[test]

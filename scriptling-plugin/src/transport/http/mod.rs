@@ -21,7 +21,8 @@
 //!   that sent it. Objects idle longer than the object TTL are destroyed,
 //!   and all of them when the server stops.
 //! - The host cannot be called back over HTTP: a `Callback` fails with
-//!   "callbacks need the stdio transport", and log records go to stderr.
+//!   "callbacks need a stdio or TCP connection; HTTP cannot reach the
+//!   host", and log records go to stderr.
 //! - Slow or hostile clients cannot hold the server down: header, body and
 //!   idle timeouts close what dawdles, the number of connections is
 //!   bounded, and running out of file handles backs off (reported at most
@@ -64,10 +65,12 @@ use crate::call::link::{Link, Waits};
 use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
-use crate::runtime::dispatch::Dispatcher;
+use crate::runtime::dispatch::{Dispatcher, parallelism};
+use crate::runtime::pool::Pool;
 use crate::runtime::{panic, teardown};
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
+use crate::transport::refusals::Refusals;
 use crate::transport::signals::Signals;
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
@@ -75,7 +78,7 @@ pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
     let signals = Signals::install();
     super::return_large_buffers_to_the_system();
     panic::install_hook(core.options.panic_backtraces);
-    raise_file_limit(config.max_connections);
+    super::raise_file_limit(config.max_connections);
     let rt = super::runtime()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     // Restores the previous handlers when serving ends.
@@ -123,8 +126,10 @@ pub(crate) async fn serve(
     let objects = ObjectTable::generated(random_id, Some(limit));
     let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
     // HTTP cannot carry the plugin's own requests: no host channel.
-    let link = Link::new(Arc::clone(&core.library), objects, classes, None, runtime.clone(), waits);
-    let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
+    let options = &core.options;
+    let pool = Pool::new(Some(runtime.clone()), parallelism(), options.max_sync_threads, options.input_spin);
+    let link = Link::new(Arc::clone(&core.library), objects, classes, None, runtime, waits);
+    let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
     let sweeper = config.object_ttl.map(|ttl| tokio::spawn(expire_idle_objects(Arc::clone(&dispatcher), ttl)));
     let service = Arc::new(Service { dispatcher: Arc::clone(&dispatcher), config });
     let connections = GracefulShutdown::new();
@@ -139,7 +144,7 @@ pub(crate) async fn serve(
                     refusals.recovered();
                     serve_connection(stream, &service, &connections, &open);
                 }
-                Err(e) => refusals.accept_failed(&e).await,
+                Err(e) => tokio::time::sleep(refusals.failed(&e)).await,
             }
         }
     }
@@ -157,6 +162,7 @@ pub(crate) async fn serve(
         );
     }
     dispatcher.abandon();
+    pool.close();
     let remaining = dispatcher.link().objects.drain();
     let link = Arc::clone(dispatcher.link());
     let deadline = Instant::now().checked_add(grace);
@@ -239,38 +245,6 @@ impl Drop for OpenSlot {
     }
 }
 
-/// Accept failures: backs off while they last (running out of file
-/// handles fails every accept at once, so retrying at once would spin),
-/// and reports them at most about once a second.
-#[derive(Default)]
-struct Refusals {
-    backoff: Duration,
-    last_report: Option<Instant>,
-    unreported: u64,
-}
-
-impl Refusals {
-    const FIRST: Duration = Duration::from_millis(5);
-    const MOST: Duration = Duration::from_millis(500);
-    const REPORT_EVERY: Duration = Duration::from_secs(1);
-
-    async fn accept_failed(&mut self, error: &std::io::Error) {
-        self.unreported += 1;
-        if self.last_report.is_none_or(|at| at.elapsed() >= Self::REPORT_EVERY) {
-            let times = if self.unreported == 1 { String::new() } else { format!(" ({} times)", self.unreported) };
-            eprintln!("scriptling-plugin: accepting a connection failed{times}: {error}; backing off");
-            self.last_report = Some(Instant::now());
-            self.unreported = 0;
-        }
-        self.backoff = (self.backoff * 2).clamp(Self::FIRST, Self::MOST);
-        tokio::time::sleep(self.backoff).await;
-    }
-
-    fn recovered(&mut self) {
-        self.backoff = Duration::ZERO;
-    }
-}
-
 /// Destroys objects idle longer than `ttl`, checking a few times per TTL.
 async fn expire_idle_objects(dispatcher: Arc<Dispatcher>, ttl: Duration) {
     let every = (ttl / 4).clamp(Duration::from_millis(10), Duration::from_secs(60));
@@ -296,26 +270,6 @@ fn random_id() -> Result<String, String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Raises the soft limit on open files towards `connections` (plus room for
-/// everything else), within the hard limit, as Go's runtime does at start.
-fn raise_file_limit(connections: usize) {
-    #[cfg(unix)]
-    // SAFETY: getrlimit/setrlimit read and write a plain struct we own.
-    unsafe {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return;
-        }
-        let wanted = (connections as libc::rlim_t).saturating_add(256).min(limit.rlim_max);
-        if wanted > limit.rlim_cur {
-            limit.rlim_cur = wanted;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = connections;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,20 +280,5 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(a, random_id().unwrap());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn accept_failures_back_off_and_recover() {
-        let mut refusals = Refusals::default();
-        let error = std::io::Error::from_raw_os_error(24);
-        let started = tokio::time::Instant::now();
-        for _ in 0..10 {
-            refusals.accept_failed(&error).await;
-        }
-        // 5 + 10 + ... + 500 ms: far from a spin, never more than half a second apart.
-        assert!(started.elapsed() >= Duration::from_millis(1000), "{:?}", started.elapsed());
-        assert_eq!(refusals.backoff, Refusals::MOST);
-        refusals.recovered();
-        assert_eq!(refusals.backoff, Duration::ZERO);
     }
 }

@@ -64,6 +64,13 @@ impl Stop {
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
     }
+
+    /// A descriptor that becomes readable once stopped, for `poll`.
+    #[cfg(unix)]
+    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.read.as_raw_fd()
+    }
 }
 
 /// The error a read returns once the reader was told to stop. (Not
@@ -72,10 +79,28 @@ pub(crate) fn stopped() -> io::Error {
     io::Error::other("the session stopped reading")
 }
 
+/// What a [`Quiet`] hook says when the input has been quiet for a while.
+pub(crate) enum Quiet {
+    /// Keep waiting, until this moment at the latest (`None`: for ever)
+    /// before asking again.
+    Until(Option<std::time::Instant>),
+    /// Stop reading, for this reason (the read fails as `TimedOut`).
+    End(String),
+}
+
+/// Asked before the input waits, with when it last delivered bytes: how
+/// long a quiet input is left waiting (a connection's idle and `hello`
+/// limits).
+pub(crate) type QuietHook = Box<dyn FnMut(std::time::Instant) -> Quiet + Send>;
+
 /// The host's requests (see the module docs).
 pub(crate) struct Input<R> {
     inner: R,
     stop: Arc<Stop>,
+    /// How long a quiet input waits (`None`: for ever).
+    quiet: Option<QuietHook>,
+    /// When the input last delivered bytes.
+    last_read: std::time::Instant,
     /// How long to poll the input before sleeping, when an answer is due.
     spin: std::time::Duration,
     /// An answer from the host is due (see [`Input::expect_answer`]).
@@ -85,7 +110,14 @@ pub(crate) struct Input<R> {
 impl<R> Input<R> {
     /// Reads `inner` until `stop`.
     pub(crate) fn new(inner: R, stop: Arc<Stop>) -> Self {
-        Self { inner, stop, spin: std::time::Duration::ZERO, expecting: false }
+        let last_read = std::time::Instant::now();
+        let spin = std::time::Duration::ZERO;
+        Self { inner, stop, quiet: None, last_read, spin, expecting: false }
+    }
+
+    /// Limits how long the input may stay quiet (see [`Quiet`]).
+    pub(crate) fn limit_quiet(&mut self, hook: QuietHook) {
+        self.quiet = Some(hook);
     }
 
     /// Polls the input for up to `spin` before sleeping, when an answer
@@ -106,7 +138,7 @@ impl<R> Input<R> {
 impl<R: Read + std::os::fd::AsRawFd> Input<R> {
     /// Waits until the input has something to read (or has ended), or the
     /// reader is told to stop.
-    fn wait_readable(&self) -> io::Result<()> {
+    fn wait_readable(&mut self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         self.unless_stopped()?;
         let input = self.inner.as_raw_fd();
@@ -121,8 +153,20 @@ impl<R: Read + std::os::fd::AsRawFd> Input<R> {
             }
         }
         loop {
+            let until = match &mut self.quiet {
+                None => None,
+                Some(hook) => match hook(self.last_read) {
+                    Quiet::Until(until) => until,
+                    Quiet::End(reason) => return Err(io::Error::new(io::ErrorKind::TimedOut, reason)),
+                },
+            };
+            let timeout = until.map_or(-1, |until| {
+                // Rounded up: waking before the moment would only ask again.
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX)
+            });
             let mut fds = [pollin(input), pollin(self.stop.read.as_raw_fd())];
-            if poll(&mut fds, -1)? > 0 {
+            if poll(&mut fds, timeout)? > 0 {
                 return self.unless_stopped();
             }
         }
@@ -134,13 +178,13 @@ impl<R: Read + std::os::fd::AsRawFd> Input<R> {
 }
 
 #[cfg(unix)]
-fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
+pub(crate) fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
     libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
 }
 
 /// `poll(2)`, retried when interrupted by a signal.
 #[cfg(unix)]
-fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
     loop {
         // SAFETY: `fds` is a valid array of pollfds of its length.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
@@ -158,7 +202,11 @@ fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> 
 impl<R: Read + std::os::fd::AsRawFd> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.wait_readable()?;
-        self.inner.read(buf)
+        let n = self.inner.read(buf)?;
+        if self.quiet.is_some() {
+            self.last_read = std::time::Instant::now();
+        }
+        Ok(n)
     }
 }
 

@@ -16,11 +16,27 @@ pub(crate) enum Line {
 pub(crate) struct LineReader<R> {
     inner: BufReader<R>,
     max: usize,
+    /// A line over the limit is skipped as it streams past (`false`: it
+    /// is reported as soon as it crosses the limit, and reading stops
+    /// there: what follows cannot be trusted to be in step).
+    skip_long: bool,
 }
 
 impl<R: Read> LineReader<R> {
     pub(crate) fn new(inner: R, max: usize) -> Self {
-        Self { inner: BufReader::with_capacity(64 * 1024, inner), max }
+        Self { inner: BufReader::with_capacity(64 * 1024, inner), max, skip_long: true }
+    }
+
+    /// Reports a line over the limit as soon as it crosses it, without
+    /// reading the rest (for a session that ends there).
+    pub(crate) fn stop_at_long_lines(mut self) -> Self {
+        self.skip_long = false;
+        self
+    }
+
+    /// The longest line accepted, in bytes.
+    pub(crate) fn max(&self) -> usize {
+        self.max
     }
 
     /// The first line in the buffer (without its newline), reading once if
@@ -57,9 +73,10 @@ impl<R: Read> LineReader<R> {
             if buf.last() == Some(&b'\n') {
                 buf.pop();
             } else if buf.len() > self.max {
-                let skipped = buf.len() + self.inner.skip_until(b'\n')?;
+                let skipped = if self.skip_long { self.inner.skip_until(b'\n')? } else { 0 };
+                let seen = buf.len() + skipped;
                 buf.clear();
-                return Ok(Line::TooLong(skipped));
+                return Ok(Line::TooLong(seen));
             }
             if buf.last() == Some(&b'\r') {
                 buf.pop();

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::call::link::FrameSink;
 use crate::support::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_for};
-use crate::transport::stdio::output::{Room, Stream};
+use crate::transport::session::output::{Room, Stream};
 
 /// Queued bytes above which the stdin reader stops taking requests.
 const HIGH_WATER: usize = 64 << 20;

@@ -1,5 +1,6 @@
-//! The stdio transport: one host, over stdin and stdout, in the shape of
-//! lsp-server's: one reader, one writer, a dispatcher.
+//! A session: one host over a byte stream in each direction (stdin and
+//! stdout, or a TCP connection), in the shape of lsp-server's: one reader,
+//! one writer, a dispatcher.
 //!
 //! ```text
 //! stdin ─► reader thread ─► decode ──┬─ answer to our request ─► its waiter
@@ -8,9 +9,13 @@
 //! stdout ◄─ FrameWriter (one queue, in order) ◄─ answers, callbacks, logs
 //! ```
 //!
-//! The session ends on `plugin.shutdown`, on stdin's end, on the first
-//! SIGINT or SIGTERM (for plugins served with `run` or `serve_stdio`), or
-//! when the host closes stdout. Then ([`Session::run_to_end`]), within the
+//! What differs between the stdio host's session and a connection's (a
+//! token, idle and size limits, a shared pool) is its [`Setup`].
+//!
+//! The session ends on `plugin.shutdown`, on the input's end, on the first
+//! SIGINT or SIGTERM (for plugins served with `run` or `serve_stdio`; a
+//! server ends its connections' sessions itself), when a connection's
+//! limits say so, or when the host closes the output. Then ([`Session::run_to_end`]), within the
 //! shutdown grace: requests are refused, in-flight calls finish, every live
 //! object is destroyed (its `#[del]` hook and `Drop` run, and their log
 //! records reach the host; a hook that overruns is named on stderr and left
@@ -24,6 +29,7 @@ pub(crate) mod input;
 pub(crate) mod lines;
 pub(crate) mod output;
 mod reader;
+pub(crate) mod setup;
 pub(crate) mod writer;
 
 use std::io::Read;
@@ -31,23 +37,22 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::runtime::Handle;
-
 use crate::call::link::{HostChannel, Link, Waits};
-use crate::call::objects::ObjectTable;
 use crate::call::outgoing::Outgoing;
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::rpc::{self, Frame as Parsed, Message, Method};
 use crate::runtime::dispatch::{Dispatcher, parallelism};
 use crate::runtime::done::Done;
+use crate::runtime::pool::Pool;
 use crate::runtime::teardown;
+use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::lines::LineReader;
+use crate::transport::session::output::Stream;
+use crate::transport::session::reader::{Reader, Routes};
+pub(crate) use crate::transport::session::setup::{Gate, Setup};
+use crate::transport::session::writer::{FrameWriter, Undelivered};
 use crate::transport::signals::{Signal, SignalWatch, Signals};
-use crate::transport::stdio::input::{Input, Stop};
-use crate::transport::stdio::lines::LineReader;
-use crate::transport::stdio::output::Stream;
-use crate::transport::stdio::reader::{Reader, Routes};
-use crate::transport::stdio::writer::{FrameWriter, Undelivered};
 
 /// Why the session ends (or, after the first, more to answer as it does).
 pub(crate) enum Control {
@@ -55,30 +60,44 @@ pub(crate) enum Control {
     Shutdown(Done),
     /// SIGINT or SIGTERM: a shutdown nobody asked over the wire.
     Signal(Signal),
+    /// The server serving this connection is stopping (it reports why).
+    ServerStop,
     /// The input ended.
     Eof,
     /// A write to stdout failed: the host has closed it.
     OutputClosed(String),
 }
 
-/// One stdio session: the reader runs from [`Session::start`];
+/// One session: the reader runs from [`Session::start`];
 /// [`Session::run_to_end`] waits for its end and cleans up.
 pub(crate) struct Session {
     routes: Arc<Routes>,
     control: mpsc::Receiver<Control>,
     reader: Option<JoinHandle<()>>,
     signals: Option<SignalWatch>,
+    /// The session's own pool, closed when it ends (`None`: a shared one).
+    own_pool: Option<Pool>,
+}
+
+/// Ends a session from outside (a server stopping).
+#[derive(Clone)]
+pub(crate) struct Ender(mpsc::Sender<Control>);
+
+impl Ender {
+    /// Asks the session to end, as a shutdown nobody asked over the wire.
+    pub(crate) fn end(&self) {
+        let _ = self.0.send(Control::ServerStop);
+    }
 }
 
 impl Session {
-    /// Starts reading `lines`; answers go to `output`. Calls run inside
-    /// `runtime`. `stop` must be the one `lines` watches.
+    /// Starts reading `lines`; answers go to `output`. `stop` must be the
+    /// one `lines` watches.
     pub(crate) fn start<R>(
-        core: Arc<Core>,
+        mut setup: Setup,
         mut lines: LineReader<Input<R>>,
         stop: Arc<Stop>,
         output: Box<dyn Stream>,
-        runtime: Handle,
     ) -> std::io::Result<Session>
     where
         R: Send + 'static,
@@ -93,6 +112,8 @@ impl Session {
             }),
         );
         let outgoing = Outgoing::new();
+        let (pool, owned) = setup.take_pool();
+        let Setup { core, runtime, objects, gate, idle, end_on_long_line, peer, reader_thread, .. } = setup;
         // Off on one core, where polling could only delay the thread that
         // answers the host.
         if parallelism() > 1 {
@@ -101,19 +122,23 @@ impl Session {
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: Arc::new(Arc::clone(&writer)) };
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
-        let link = Link::new(
-            Arc::clone(&core.library),
-            ObjectTable::sequential(),
-            classes,
-            Some(host),
-            runtime.clone(),
-            waits,
-        );
-        let dispatcher = Dispatcher::new(core, Arc::new(link), runtime);
-        let routes = Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop });
+        let link = Link::new(Arc::clone(&core.library), objects, classes, Some(host), runtime, waits);
+        let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
+        let quiet = setup::quiet_limits(gate.clone(), idle, Arc::clone(&dispatcher), Instant::now());
+        if let Some(quiet) = quiet {
+            lines.source_mut().limit_quiet(quiet);
+        }
+        let routes =
+            Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, end_on_long_line, peer });
         let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes) };
-        let reader = std::thread::Builder::new().name("plugin-stdin".into()).spawn(move || reader.run())?;
-        Ok(Session { routes, control, reader: Some(reader), signals: None })
+        let reader = std::thread::Builder::new().name(reader_thread.into()).spawn(move || reader.run())?;
+        let own_pool = owned.then_some(pool);
+        Ok(Session { routes, control, reader: Some(reader), signals: None, own_pool })
+    }
+
+    /// A handle that ends the session from outside.
+    pub(crate) fn ender(&self) -> Ender {
+        Ender(self.routes.control.clone())
     }
 
     /// Ends the session on the first SIGINT or SIGTERM too; the handlers
@@ -146,15 +171,16 @@ impl Session {
             Control::Signal(signal) => {
                 eprintln!("scriptling-plugin: {signal} received, shutting down (send it again to exit at once)");
             }
+            Control::ServerStop => {}
             // Nobody can answer callbacks any more: fail them so their calls end.
             Control::Eof => routes.outgoing.close("the host closed the connection"),
             Control::OutputClosed(error) => return self.end_abruptly(&error, deadline),
         }
         if !dispatcher.wait_idle(deadline.unwrap_or_else(far_future)) {
-            eprintln!(
-                "scriptling-plugin: {} call(s) still running after {grace:?}; exiting without them",
+            routes.note(&format!(
+                "{} call(s) still running after {grace:?}; ending without them",
                 dispatcher.in_flight()
-            );
+            ));
             dispatcher.abandon();
         }
         self.release_objects(deadline);
@@ -170,8 +196,17 @@ impl Session {
         routes.outgoing.close("the plugin is shutting down");
         dispatcher.abandon();
         let undelivered = routes.writer.drain(grace);
+        self.close_own_pool();
         drop(self.signals.take());
         undelivered_error(undelivered, &format!("the host read nothing for {grace:?}"))
+    }
+
+    /// Lets the threads of the session's own pool leave (a shared pool is
+    /// its maker's to close).
+    fn close_own_pool(&mut self) {
+        if let Some(pool) = self.own_pool.take() {
+            pool.close();
+        }
     }
 
     /// The host closed stdout: nothing can be answered any more. In-flight
@@ -183,6 +218,7 @@ impl Session {
         self.release_objects(deadline);
         self.stop_reading();
         let undelivered = routes.writer.close();
+        self.close_own_pool();
         drop(self.signals.take());
         let why = format!("the host closed the plugin's output ({error})");
         undelivered_error(undelivered, &why)?;
@@ -198,7 +234,7 @@ impl Session {
             return;
         }
         if let Err(overran) = teardown::release_within(link, remaining, "plugin.shutdown", deadline) {
-            eprintln!("scriptling-plugin: {overran}; exiting without waiting for it");
+            self.routes.note(&format!("{overran}; ending without waiting for it"));
         }
     }
 

@@ -19,10 +19,10 @@ use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError
 use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Incoming};
 use crate::runtime::done::{Done, Outcome};
-use crate::transport::stdio::Control;
-use crate::transport::stdio::input::{Input, Stop};
-use crate::transport::stdio::lines::{Line, LineReader};
-use crate::transport::stdio::writer::{Frame, FrameWriter, Kind};
+use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::lines::{Line, LineReader};
+use crate::transport::session::writer::{Frame, FrameWriter, Kind};
+use crate::transport::session::{Control, Gate};
 
 /// Lines at least this long are moved out of the reader whole (no copy, and
 /// the buffer that held one is not kept); results at least this long are
@@ -36,6 +36,12 @@ pub(crate) struct Routes {
     pub(crate) outgoing: Arc<Outgoing>,
     pub(crate) control: mpsc::Sender<Control>,
     pub(crate) stop: Arc<Stop>,
+    /// The token to present before anything but `hello` and `ping` is served.
+    pub(crate) gate: Option<Arc<Gate>>,
+    /// A line over the limit ends the session (see `Setup`).
+    pub(crate) end_on_long_line: bool,
+    /// Who is at the other end, for messages (`None`: the stdio host).
+    pub(crate) peer: Option<Arc<str>>,
 }
 
 /// The reading thread's state.
@@ -64,15 +70,23 @@ where
                 Ok(Line::TooLong(len)) => {
                     // What the skipped line grew the buffer to is not kept.
                     self.buf = Vec::new();
-                    let max = routes.dispatcher.core().options.max_frame_bytes;
+                    let max = self.lines.max();
                     let message =
                         format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
                     routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+                    if routes.end_on_long_line {
+                        routes.note(&format!("closing: a line exceeded the limit of {max} bytes"));
+                        break;
+                    }
                 }
                 Ok(Line::Eof) => break,
                 Err(_) if routes.stop.is_stopped() => return,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    routes.note(&format!("closing: {e}"));
+                    break;
+                }
                 Err(e) => {
-                    eprintln!("scriptling-plugin: reading from the host failed: {e}");
+                    routes.note(&format!("reading from the host failed: {e}"));
                     break;
                 }
             }
@@ -114,13 +128,41 @@ impl Routes {
         false
     }
 
-    /// Runs one request; `plugin.shutdown` goes to the session.
+    /// Runs one request.
     fn serve(&self, incoming: Incoming, id: Option<Id>) {
         let done = self.answer(id);
+        self.run(incoming, done);
+    }
+
+    /// Runs one request (alone or in a batch): `plugin.shutdown` goes to
+    /// the session, and behind a closed gate only `hello` and `ping` go on.
+    fn run(&self, incoming: Incoming, done: Done) {
+        if let Some(gate) = self.gate.as_ref().filter(|g| !g.is_open()) {
+            match incoming.method {
+                Method::Ping => {}
+                Method::Hello if gate.present(incoming.token().as_deref()) => {}
+                Method::Hello => {
+                    let message = "authentication failed: hello must carry the server's token";
+                    return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                }
+                _ => {
+                    let message = "authentication required: send hello with the server's token first";
+                    return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                }
+            }
+        }
         if incoming.method == Method::Shutdown {
             let _ = self.control.send(Control::Shutdown(done));
         } else {
             self.dispatcher.dispatch(incoming, None, done);
+        }
+    }
+
+    /// Writes `message` on stderr, naming the peer (a connection's).
+    pub(crate) fn note(&self, message: &str) {
+        match &self.peer {
+            Some(peer) => eprintln!("scriptling-plugin: {peer}: {message}"),
+            None => eprintln!("scriptling-plugin: {message}"),
         }
     }
 
@@ -136,12 +178,7 @@ impl Routes {
             match message {
                 Message::Request(request) => {
                     let done = batch.element(request.id.map(ToOwned::to_owned));
-                    let incoming = Incoming::new(frame, request);
-                    if incoming.method == Method::Shutdown {
-                        let _ = self.control.send(Control::Shutdown(done));
-                    } else {
-                        self.dispatcher.dispatch(incoming, None, done);
-                    }
+                    self.run(Incoming::new(frame, request), done);
                 }
                 Message::Response(response) => self.route(&response),
                 Message::Invalid(id, error) => batch.element(Some(id_or_null(id))).send(Err(error)),

@@ -1,0 +1,419 @@
+//! Serving a plugin over TCP, or a Unix socket: line-delimited JSON-RPC 2.0
+//! on persistent connections, in the Supex bridge's conventions.
+//!
+//! Each connection is a session exactly as a stdio host's is (the same
+//! reader, writer, dispatcher and end, see `transport/session`), with the
+//! whole Scriptling protocol: calls, objects, batches, and the plugin's own
+//! `callback.call` and `host.log` sent to that connection, their answers
+//! routed back. What a connection adds is its [`Setup`]:
+//!
+//! - `hello` answers `{"success": true, "message": "Client identified",
+//!   "server": {...}}`. With a token configured, nothing but `hello` and
+//!   `ping` is served until a `hello` presents it (compared in constant
+//!   time; a wrong or missing one is `-32001`), and a connection that has
+//!   not presented it within the hello timeout is closed.
+//! - `tools/call {"name", "arguments"}` calls a function with plain JSON
+//!   arguments by keyword; `tools/list` lists what it can call.
+//! - Objects belong to the connection that made them (ids count from 1 on
+//!   each), and are destroyed, hooks run once, when it closes.
+//! - Limits: idle time, open connections, line size, objects per
+//!   connection (see [`TcpConfig`]).
+//!
+//! The sync pool is shared by every connection. SIGINT or SIGTERM stops
+//! accepting, ends every session as a shutdown does (in-flight calls
+//! finish, objects are destroyed, answers are written), closes the
+//! connections and returns `Ok(())`; a second signal exits at once.
+
+mod config;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use config::Endpoint;
+pub use config::TcpConfig;
+
+use crate::call::objects::{Limit, ObjectTable};
+use crate::exports::core::Core;
+use crate::exports::error::ServeError;
+use crate::runtime::dispatch::parallelism;
+use crate::runtime::panic;
+use crate::runtime::pool::Pool;
+use crate::support::lock;
+use crate::transport::refusals::Refusals;
+use crate::transport::session::input::{Input, Stop, poll, pollin};
+use crate::transport::session::lines::LineReader;
+use crate::transport::session::output::Output;
+use crate::transport::session::setup::Pooling;
+use crate::transport::session::{Ender, Gate, Session, Setup};
+use crate::transport::signals::Signals;
+
+/// Serves with a runtime of its own until SIGINT or SIGTERM.
+pub(crate) fn run(core: Core, config: TcpConfig) -> Result<(), ServeError> {
+    let signals = Signals::install();
+    super::return_large_buffers_to_the_system();
+    panic::install_hook(core.options.panic_backtraces);
+    let rt = super::runtime()?;
+    let stop = Stop::new()?;
+    // Restores the previous handlers when serving ends.
+    let _watch = match signals {
+        Some(signals) => {
+            let stop = Arc::clone(&stop);
+            Some(signals.watch(move |signal| {
+                eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
+                stop.stop();
+            })?)
+        }
+        None => None,
+    };
+    let result = serve(Arc::new(core), config, &stop, rt.handle().clone());
+    // Handlers still running past the grace period are abandoned, not waited for.
+    rt.shutdown_background();
+    result
+}
+
+/// Serves until `stop`, then ends every connection's session and returns.
+pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Handle) -> Result<(), ServeError> {
+    let listener = Listener::bind(&config.endpoint)?;
+    eprintln!("scriptling-plugin: {} listening at {}", core.library, listener.describe()?);
+    if config.token.is_none() && !listener.is_local()? {
+        eprintln!(
+            "scriptling-plugin: warning: serving on {} without a token; anyone who can reach it can call the plugin (set SCRIPTLING_PLUGIN_TOKEN)",
+            listener.describe()?
+        );
+    }
+    // Each connection holds four descriptors: its socket twice (reading,
+    // writing) and the two ends of its stop pipe.
+    super::raise_file_limit(config.max_connections.saturating_mul(4));
+    let options = &core.options;
+    let pool = Pool::new(Some(runtime.clone()), parallelism(), options.max_sync_threads, options.input_spin);
+    let server = Arc::new(Server { core, config, runtime, pool, open: Open::default() });
+    let mut refusals = Refusals::default();
+    loop {
+        match listener.next(stop) {
+            Ok(Some((stream, peer))) => {
+                refusals.recovered();
+                server.admit(stream, peer);
+            }
+            Ok(None) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => std::thread::sleep(refusals.failed(&e)),
+        }
+    }
+    drop(listener);
+    server.stop();
+    Ok(())
+}
+
+/// What every connection shares.
+struct Server {
+    core: Arc<Core>,
+    config: TcpConfig,
+    runtime: Handle,
+    pool: Pool,
+    open: Open,
+}
+
+/// The connections being served, so that stopping can end them.
+#[derive(Default)]
+struct Open {
+    sessions: Mutex<Connections>,
+    /// Signalled when a connection ends.
+    ended: Condvar,
+}
+
+#[derive(Default)]
+struct Connections {
+    /// Each one's way to end its session (`None` while it starts).
+    enders: HashMap<u64, Option<Ender>>,
+    next: u64,
+    stopping: bool,
+}
+
+impl Server {
+    /// Serves `stream` on threads of its own, or turns it away when as many
+    /// connections as allowed are open.
+    fn admit(self: &Arc<Self>, stream: Stream, peer: String) {
+        let id = {
+            let mut open = lock(&self.open.sessions);
+            if open.enders.len() >= self.config.max_connections {
+                drop(open);
+                return turn_away(stream, self.config.max_connections);
+            }
+            open.next += 1;
+            let id = open.next;
+            open.enders.insert(id, None);
+            id
+        };
+        let server = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("plugin-tcp".into()).spawn(move || {
+            if let Err(e) = server.serve_connection(id, &stream, &peer) {
+                eprintln!("scriptling-plugin: {peer}: {e}");
+            }
+            let _ = stream.shutdown();
+            server.forget(id);
+        });
+        if let Err(e) = spawned {
+            eprintln!("scriptling-plugin: cannot start a thread for a connection: {e}");
+            self.forget(id);
+        }
+    }
+
+    /// One connection's session, from start to end.
+    fn serve_connection(&self, id: u64, stream: &Stream, peer: &str) -> Result<(), ServeError> {
+        let config = &self.config;
+        let stop = Stop::new()?;
+        let input = Input::new(stream.try_clone()?, Arc::clone(&stop));
+        let lines = LineReader::new(input, config.max_line_bytes).stop_at_long_lines();
+        let output = Box::new(Output::new(File::from(stream.try_clone_fd()?)));
+        let limit =
+            Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, TcpConfig::max_objects" };
+        let gate = config.token.as_deref().map(|token| Arc::new(Gate::new(token.into(), config.hello_timeout)));
+        let setup = Setup {
+            core: Arc::clone(&self.core),
+            runtime: self.runtime.clone(),
+            pool: Pooling::Shared(self.pool.clone()),
+            objects: ObjectTable::sequential_limited(limit),
+            gate,
+            idle: config.idle_timeout,
+            end_on_long_line: true,
+            peer: Some(format!("connection {peer}").into()),
+            reader_thread: "plugin-tcp-in",
+        };
+        let session = Session::start(setup, lines, stop, output)?;
+        let ender = session.ender();
+        {
+            let mut open = lock(&self.open.sessions);
+            // Stopping began while this one started: it ends at once.
+            if open.stopping {
+                ender.end();
+            }
+            open.enders.insert(id, Some(ender));
+        }
+        session.run_to_end()
+    }
+
+    fn forget(&self, id: u64) {
+        lock(&self.open.sessions).enders.remove(&id);
+        self.open.ended.notify_all();
+    }
+
+    /// Ends every session (as a shutdown) and waits for them, for as long
+    /// as their ends may take; then lets the pool's threads go.
+    fn stop(&self) {
+        let mut open = lock(&self.open.sessions);
+        open.stopping = true;
+        for ender in open.enders.values().flatten() {
+            ender.end();
+        }
+        // A session's end: calls finish, objects are destroyed, answers
+        // drain, each step within the grace; the drain may go on while
+        // its peer reads, so this bounds the wait rather than promising it.
+        let grace = self.core.options.shutdown_grace;
+        let deadline = Instant::now() + grace.saturating_mul(3) + Duration::from_secs(2);
+        while !open.enders.is_empty() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                eprintln!(
+                    "scriptling-plugin: {} connection(s) still closing; stopping without them",
+                    open.enders.len()
+                );
+                break;
+            };
+            open = self.open.ended.wait_timeout(open, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        drop(open);
+        self.pool.close();
+    }
+}
+
+/// Tells a connection over the limit why, in one line, and closes it.
+fn turn_away(stream: Stream, limit: usize) {
+    use std::io::Write;
+    let message = format!(
+        "too many connections: the server serves at most {limit} at once (SCRIPTLING_PLUGIN_MAX_CONNECTIONS); try again shortly"
+    );
+    let mut line = Vec::new();
+    crate::rpc::write_error(&mut line, None, &crate::rpc::RpcError::application(message));
+    line.push(b'\n');
+    // Best effort, without waiting: the line fits any socket buffer.
+    let _ = stream.set_nonblocking();
+    let _ = (&stream).write_all(&line);
+    let _ = stream.shutdown();
+}
+
+/// A listening socket.
+enum Listener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener, PathBuf),
+}
+
+impl Listener {
+    fn bind(endpoint: &Endpoint) -> io::Result<Listener> {
+        let listener = match endpoint {
+            Endpoint::Tcp(addr) => Listener::Tcp(std::net::TcpListener::bind(addr)?),
+            Endpoint::Unix(path) => {
+                // A socket file left by a server that died is replaced; any
+                // other file is not.
+                if std::fs::symlink_metadata(path).is_ok_and(|m| {
+                    use std::os::unix::fs::FileTypeExt;
+                    m.file_type().is_socket()
+                }) {
+                    let _ = std::fs::remove_file(path);
+                }
+                Listener::Unix(std::os::unix::net::UnixListener::bind(path)?, path.clone())
+            }
+        };
+        // Accepted only when `poll` says one waits, so never blocks; and
+        // the stop pipe can interrupt the wait.
+        match &listener {
+            Listener::Tcp(l) => l.set_nonblocking(true)?,
+            Listener::Unix(l, _) => l.set_nonblocking(true)?,
+        }
+        Ok(listener)
+    }
+
+    /// `tcp://ADDR` (the port actually bound) or `unix:PATH`.
+    fn describe(&self) -> io::Result<String> {
+        Ok(match self {
+            Listener::Tcp(l) => format!("tcp://{}", l.local_addr()?),
+            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+        })
+    }
+
+    /// Whether only this machine can connect.
+    fn is_local(&self) -> io::Result<bool> {
+        Ok(match self {
+            Listener::Tcp(l) => l.local_addr()?.ip().is_loopback(),
+            Listener::Unix(..) => true,
+        })
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l, _) => l.as_raw_fd(),
+        }
+    }
+
+    /// The next connection and who made it, or `None` once `stop` is set.
+    fn next(&self, stop: &Stop) -> io::Result<Option<(Stream, String)>> {
+        loop {
+            if stop.is_stopped() {
+                return Ok(None);
+            }
+            let mut fds = [pollin(self.fd()), pollin(stop.fd())];
+            poll(&mut fds, -1)?;
+            if stop.is_stopped() {
+                return Ok(None);
+            }
+            let accepted = match self {
+                Listener::Tcp(l) => l.accept().map(|(s, peer)| (Stream::Tcp(s), peer.to_string())),
+                Listener::Unix(l, path) => l.accept().map(|(s, _)| (Stream::Unix(s), format!("on {}", path.display()))),
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    stream.prepare()?;
+                    return Ok(Some((stream, peer)));
+                }
+                // Another wake-up, or a client that gave up first.
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionAborted) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// An accepted connection.
+enum Stream {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Stream {
+    /// Blocking reads (the session's reader waits in `poll` first), and
+    /// answers sent as soon as written.
+    fn prepare(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                s.set_nodelay(true)
+            }
+            Stream::Unix(s) => s.set_nonblocking(false),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        Ok(match self.try_clone()? {
+            Stream::Tcp(s) => s.into(),
+            Stream::Unix(s) => s.into(),
+        })
+    }
+
+    /// Closes both directions, whoever else still holds the socket (a
+    /// handler left running past the grace): the peer sees the end.
+    fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl io::Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! The TCP transport, driven from outside: the fixture plugin is run with
+//! `--listen tcp://127.0.0.1:0` (or a Unix socket) and spoken to over
+//! sockets, as a Supex-style driver or a Scriptling host on the network
+//! would: `hello` and its token, `ping`, `tools/call` and `tools/list` with
+//! plain JSON, the Scriptling protocol with callbacks and logs on the same
+//! connection, objects per connection, the limits and the signals.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use scriptling_plugin::testing::Host;
+use scriptling_plugin::{CallbackRef, Value};
+use serde_json::{Value as Json, json};
+
+mod common;
+
+use common::Raw;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The fixture plugin serving TCP on a free port.
+struct Server {
+    raw: Raw,
+    addr: SocketAddr,
+}
+
+fn serve(env: &[(&str, &str)]) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.args(["--listen", "tcp://127.0.0.1:0"]).envs(env.iter().copied());
+    let raw = Raw::spawn(&mut command);
+    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
+    let addr = stderr
+        .split("listening at tcp://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {stderr}"));
+    Server { raw, addr }
+}
+
+impl Server {
+    fn host(&self) -> Host {
+        let mut host = Host::connect_tcp(self.addr).expect("connect");
+        host.set_timeout(WAIT);
+        host
+    }
+
+    fn line_client(&self) -> LineClient {
+        LineClient::connect(self.addr)
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.raw.child.id() as i32, libc::SIGTERM) };
+        self.raw.wait(WAIT)
+    }
+}
+
+/// A bare line client, as a ten-line Python or `nc` session would be.
+struct LineClient {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl LineClient {
+    fn connect(addr: SocketAddr) -> LineClient {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        LineClient { writer: stream.try_clone().unwrap(), reader: BufReader::new(stream) }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.try_send(line).unwrap();
+    }
+
+    fn try_send(&mut self, line: &str) -> std::io::Result<()> {
+        self.writer.write_all(format!("{line}\n").as_bytes())
+    }
+
+    /// The next line as JSON, or `None` when the server closed the connection.
+    fn recv(&mut self) -> Option<Json> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))),
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Json) -> Json {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        let answer = self.recv().expect("an answer");
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    }
+
+    /// Whether the server closes the connection within `limit`.
+    fn closed_within(&mut self, limit: Duration) -> bool {
+        self.reader.get_ref().set_read_timeout(Some(limit)).unwrap();
+        let mut line = String::new();
+        matches!(self.reader.read_line(&mut line), Ok(0))
+    }
+}
+
+fn tool(client: &mut LineClient, id: u64, name: &str, arguments: Json) -> Json {
+    client.request(id, "tools/call", json!({"name": name, "arguments": arguments}))
+}
+
+#[test]
+fn hello_is_optional_without_a_token_and_says_who_the_server_is() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    // Served before any hello.
+    assert_eq!(client.request(1, "ping", json!({}))["result"], json!({"status": "ok"}));
+    let answer =
+        client.request(2, "hello", json!({"name": "supex-driver", "version": "0.2.0", "agent": "test", "pid": 1}));
+    assert_eq!(
+        answer["result"],
+        json!({"success": true, "message": "Client identified", "server": {"name": "fixture", "version": "0.0.1"}})
+    );
+    assert_eq!(
+        tool(&mut client, 3, "echo", json!({"value": "hi"}))["result"],
+        json!({"success": true, "result": "hi"})
+    );
+    // A batch is answered with one array, as on stdio.
+    client.send(
+        r#"[{"jsonrpc":"2.0","id":4,"method":"ping"},{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"value":5}}}]"#,
+    );
+    let mut answers = client.recv().expect("the batch's answer");
+    let answers = answers.as_array_mut().expect("an array");
+    answers.sort_by_key(|a| a["id"].as_u64());
+    assert_eq!(answers[0]["result"]["status"], "ok");
+    assert_eq!(answers[1]["result"], json!({"success": true, "result": 5}));
+}
+
+#[test]
+fn with_a_token_only_hello_and_ping_are_served_until_hello_presents_it() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_TOKEN", "s3cret")]);
+    let mut client = server.line_client();
+    // Missing: nothing but ping is served.
+    let refused = tool(&mut client, 1, "echo", json!({"value": 1}));
+    assert_eq!(refused["error"]["code"], -32001, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("send hello with the server's token"));
+    assert_eq!(client.request(2, "ping", json!({}))["result"]["status"], "ok");
+    // Missing in hello, then wrong.
+    assert_eq!(client.request(3, "hello", json!({"name": "x"}))["error"]["code"], -32001);
+    let wrong = client.request(4, "hello", json!({"name": "x", "token": "s3cre"}));
+    assert_eq!(
+        wrong["error"],
+        json!({"code": -32001, "message": "authentication failed: hello must carry the server's token"})
+    );
+    assert_eq!(client.request(5, "function.call", json!({"name": "echo", "args": []}))["error"]["code"], -32001);
+    // Right: served from then on, the Scriptling protocol too.
+    assert_eq!(client.request(6, "hello", json!({"name": "x", "token": "s3cret"}))["result"]["success"], true);
+    assert_eq!(tool(&mut client, 7, "echo", json!({"value": 1}))["result"]["result"], 1);
+    let call = client.request(8, "function.call", json!({"name": "echo", "args": [{"type": "int", "value": 2}]}));
+    assert_eq!(call["result"], json!({"type": "int", "value": 2}));
+    // Another connection starts behind the gate again.
+    let mut other = server.line_client();
+    assert_eq!(tool(&mut other, 1, "echo", json!({"value": 1}))["error"]["code"], -32001);
+}
+
+#[test]
+fn a_connection_that_does_not_present_the_token_in_time_is_closed() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_TOKEN", "s3cret"), ("SCRIPTLING_PLUGIN_HELLO_TIMEOUT", "0.3")]);
+    let mut client = server.line_client();
+    assert!(client.closed_within(Duration::from_secs(5)), "closed without hello");
+    server.raw.wait_for_stderr("no hello with the token within 300ms", WAIT);
+    // One that presents it stays open past the deadline.
+    let mut client = server.line_client();
+    assert_eq!(client.request(1, "hello", json!({"token": "s3cret"}))["result"]["success"], true);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(client.request(2, "ping", json!({}))["result"]["status"], "ok");
+}
+
+#[test]
+fn tools_call_converts_plain_json_both_ways() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    let round_trip = [
+        (json!(7), "7"),
+        (json!(-7), "-7"),
+        (json!(7.0), "7.0"),
+        (json!(2.5e3), "2500.0"),
+        (json!("text"), "\"text\""),
+        (json!(true), "true"),
+        (json!(null), "null"),
+        (json!([1, 2.5, "x", [null]]), "[1,2.5,\"x\",[null]]"),
+        (json!({"b": {"c": [1]}, "a": 1}), "{\"a\":1,\"b\":{\"c\":[1]}}"),
+    ];
+    for (i, (value, written)) in round_trip.into_iter().enumerate() {
+        let id = i as u64 + 1;
+        let answer = tool(&mut client, id, "echo", json!({ "value": value }));
+        assert_eq!(answer["result"]["success"], true, "{answer}");
+        // The exact text: 7.0 stays a float, 7 an int.
+        let text = serde_json::to_string(&answer["result"]["result"]).unwrap();
+        assert_eq!(text, written, "{value}");
+    }
+    // In the other direction, numbers keep the kind the function returned.
+    client
+        .send(r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"echo","arguments":{"value":1.0}}}"#);
+    let mut line = String::new();
+    client.reader.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""result":{"success":true,"result":1.0}"#), "{line}");
+    // What plain JSON cannot say, and what is not a tool.
+    let huge = tool(&mut client, 51, "echo", json!({"value": u64::MAX}));
+    assert_eq!(huge["error"]["code"], -32602, "{huge}");
+    assert!(huge["error"]["message"].as_str().unwrap().contains("does not fit in a Scriptling int"), "{huge}");
+    let unknown = tool(&mut client, 52, "nope", json!({}));
+    assert_eq!(unknown["error"]["code"], -32602);
+    assert!(unknown["error"]["message"].as_str().unwrap().starts_with("unknown tool nope (available: "), "{unknown}");
+    let not_object = client.request(53, "tools/call", json!({"name": "echo", "arguments": [1]}));
+    assert_eq!(not_object["error"]["code"], -32602, "{not_object}");
+}
+
+#[test]
+fn a_tools_errors_are_what_the_script_would_see() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    let missing = tool(&mut client, 1, "echo", json!({}));
+    assert_eq!(missing["error"]["code"], -32000, "{missing}");
+    assert_eq!(missing["error"]["message"], "echo(): missing required argument 'value'");
+    let wrong_type = tool(&mut client, 2, "sleep_ms", json!({"ms": "soon"}));
+    assert_eq!(wrong_type["error"]["message"], "sleep_ms(): argument 'ms' must be an int, got string");
+    let panicked = tool(&mut client, 3, "boom", json!({}));
+    assert_eq!(panicked["error"]["message"], "boom(): panicked: kaboom");
+    let callback = tool(&mut client, 4, "call_me", json!({"cb": "print"}));
+    assert_eq!(callback["error"]["message"], "call_me(): argument 'cb' must be a function, got string");
+}
+
+#[test]
+fn tools_list_names_each_function_with_its_doc_and_parameters() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    let list = client.request(1, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().expect("a list");
+    let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo");
+    assert_eq!(
+        *echo,
+        json!({"name": "echo", "description": "Returns its argument.", "parameters": [{"name": "value", "required": true}]})
+    );
+    assert!(tools.iter().any(|t| t["name"] == "call_me"));
+}
+
+#[test]
+fn callbacks_and_logs_travel_on_the_calling_connection() {
+    let server = serve(&[]);
+    let host = server.host();
+    host.on_callback(|id, _, _| Ok(Value::from(format!("answered {id}"))));
+    let answer = host.call("call_me", [Value::Callback(CallbackRef::new("cb-7"))]).unwrap();
+    assert_eq!(answer, Value::from("answered cb-7"));
+    assert_eq!(host.call("log_inside", [Value::from("ada")]).unwrap(), Value::from("ada"));
+    let logs = host.wait_for_logs(1, WAIT).expect("the record");
+    assert_eq!(logs[0].message, "logged inside a call");
+    // Another connection's callbacks reach that connection's host only.
+    let other = server.host();
+    other.on_callback(|_, _, _| Ok(Value::from("the other one")));
+    assert_eq!(
+        other.call("call_me", [Value::Callback(CallbackRef::new("cb-1"))]).unwrap(),
+        Value::from("the other one")
+    );
+    assert_eq!(host.logs().len(), 1);
+}
+
+#[test]
+fn objects_belong_to_their_connection_and_are_destroyed_once_when_it_closes() {
+    let server = serve(&[]);
+    let a = server.host();
+    let b = server.host();
+    let made = a.new_object("Resource", [Value::from("of-a")]).unwrap();
+    assert_eq!(made.id, "1");
+    let made_b = b.new_object("Resource", [Value::from("of-b")]).unwrap();
+    assert_eq!(made_b.id, "1", "ids count per connection");
+    // b's "1" is its own: holding it says which object answered.
+    assert_eq!(a.call_method("1", "hold", [Value::Int(1)]).unwrap(), Value::Int(1));
+    a.destroy("1").unwrap();
+    let err = a.call_method("1", "hold", [Value::Int(1)]).unwrap_err();
+    assert!(err.message().starts_with("unknown object 1"), "{err}");
+    assert_eq!(b.call_method("1", "hold", [Value::Int(1)]).unwrap(), Value::Int(1), "b's object lives on");
+    // Closing b's connection destroys b's object, its hook run once.
+    b.close_input();
+    b.wait(WAIT).unwrap();
+    server.raw.wait_for_stderr("fixture: closed of-b", WAIT);
+    let stderr = server.raw.stderr();
+    assert_eq!(stderr.matches("fixture: closed of-a").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("fixture: closed of-b").count(), 1, "{stderr}");
+}
+
+#[test]
+fn an_idle_connection_is_closed_but_not_while_a_call_runs() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", "0.3")]);
+    let mut idle = server.line_client();
+    assert!(idle.closed_within(Duration::from_secs(5)), "idle connection closed");
+    server.raw.wait_for_stderr("closing: idle for 300ms", WAIT);
+    let mut busy = server.line_client();
+    let started = Instant::now();
+    let answer = tool(&mut busy, 1, "sleep_ms", json!({"ms": 700}));
+    assert_eq!(answer["result"]["result"], 700, "{answer}");
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    // And idle again from the answer on.
+    assert_eq!(busy.request(2, "ping", json!({}))["result"]["status"], "ok");
+    assert!(busy.closed_within(Duration::from_secs(5)));
+}
+
+#[test]
+fn connections_over_the_limit_are_told_why_and_closed() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_MAX_CONNECTIONS", "2")]);
+    let mut first = server.line_client();
+    let mut second = server.line_client();
+    assert_eq!(first.request(1, "ping", json!({}))["result"]["status"], "ok");
+    assert_eq!(second.request(1, "ping", json!({}))["result"]["status"], "ok");
+    let mut third = server.line_client();
+    let refusal = third.recv().expect("one error line");
+    assert_eq!(refusal["id"], Json::Null);
+    assert!(refusal["error"]["message"].as_str().unwrap().contains("at most 2 at once"), "{refusal}");
+    assert!(third.recv().is_none(), "then closed");
+    // A place freed is a place taken.
+    drop(first);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut next = server.line_client();
+        // Turned away while the first is still closing: the write may fail.
+        let sent = next.try_send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#).is_ok();
+        if sent && next.recv().is_some_and(|a| a["result"]["status"] == "ok") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed place was never given");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_line_over_the_limit_is_answered_and_closes_only_its_connection() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_MAX_LINE", "1000")]);
+    let mut other = server.line_client();
+    let mut client = server.line_client();
+    client.send(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5000)));
+    let answer = client.recv().expect("an error");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("exceeds the limit of 1000 bytes"));
+    assert!(client.recv().is_none(), "closed");
+    assert_eq!(other.request(1, "ping", json!({}))["result"]["status"], "ok");
+}
+
+#[test]
+fn objects_per_connection_are_limited() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_MAX_OBJECTS", "2")]);
+    let host = server.host();
+    host.new_object("Resource", [Value::from("1")]).unwrap();
+    host.new_object("Resource", [Value::from("2")]).unwrap();
+    let err = host.new_object("Resource", [Value::from("3")]).unwrap_err();
+    assert!(err.message().contains("SCRIPTLING_PLUGIN_MAX_OBJECTS"), "{err}");
+    // Another connection has an allowance of its own.
+    server.host().new_object("Resource", [Value::from("elsewhere")]).unwrap();
+}
+
+#[test]
+fn sigterm_stops_accepting_answers_what_is_in_flight_closes_and_exits_0() {
+    let mut server = serve(&[]);
+    let host = server.host();
+    host.new_object("Resource", [Value::from("kept")]).unwrap();
+    let mut client = server.line_client();
+    client
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleep_ms","arguments":{"ms":400}}}"#);
+    std::thread::sleep(Duration::from_millis(100));
+    let status = server.terminate();
+    assert_eq!(status.code(), Some(0), "{}", server.raw.stderr());
+    let answer = client.recv().expect("the call in flight is answered");
+    assert_eq!(answer["result"]["result"], 400, "{answer}");
+    assert!(client.recv().is_none(), "then the connection closes");
+    assert!(server.raw.stderr().contains("fixture: closed kept"), "{}", server.raw.stderr());
+    assert!(TcpStream::connect(server.addr).is_err(), "no longer accepting");
+}
+
+#[test]
+fn two_hundred_connections_at_once_are_all_served() {
+    let server = serve(&[]);
+    let clients: Vec<LineClient> = (0..200).map(|_| server.line_client()).collect();
+    let threads: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut client)| {
+            std::thread::spawn(move || {
+                assert_eq!(client.request(1, "hello", json!({"name": format!("c{i}")}))["result"]["success"], true);
+                tool(&mut client, 2, "echo", json!({ "value": i }))["result"]["result"].clone()
+            })
+        })
+        .collect();
+    for (i, thread) in threads.into_iter().enumerate() {
+        assert_eq!(thread.join().unwrap(), json!(i));
+    }
+}
+
+#[test]
+fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
+    let dir = std::env::temp_dir().join(format!("scriptling-tcp-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plugin.sock");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.arg(format!("--listen=unix:{}", path.display()));
+    let mut raw = Raw::spawn(&mut command);
+    raw.wait_for_stderr("listening at unix:", WAIT);
+    let host = Host::connect_unix(&path).unwrap();
+    assert_eq!(host.call("echo", [Value::Int(5)]).unwrap(), Value::Int(5));
+    drop(host);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(raw.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(raw.wait(WAIT).code(), Some(0), "{}", raw.stderr());
+    assert!(!path.exists(), "the socket file is removed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_protocol_pages_tcp_session_gives_the_answers_it_shows() {
+    let doc = include_str!("../PROTOCOL.md");
+    let after = &doc[doc.find("<!-- tcp-session").expect("the marker")..];
+    let block = &after[after.find("```text\n").expect("a text block") + 8..];
+    let lines: Vec<&str> = block[..block.find("```").expect("closed")].lines().collect();
+    let mut command = Command::new(scriptling_plugin::testing::example_path("tcp"));
+    command.args(["--listen", "tcp://127.0.0.1:0"]);
+    let raw = Raw::spawn(&mut command);
+    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
+    let addr = stderr.split("listening at tcp://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+    let mut client = LineClient::connect(addr.parse().unwrap());
+    for line in lines {
+        if let Some(sent) = line.strip_prefix("→ ") {
+            client.send(sent);
+        } else if let Some(expected) = line.strip_prefix("← ") {
+            let mut got = String::new();
+            client.reader.read_line(&mut got).unwrap();
+            assert_eq!(got.trim_end(), expected);
+        } else {
+            panic!("a session line is sent (→) or received (←): {line}");
+        }
+    }
+}
