@@ -9,9 +9,9 @@
 //! plugin, and flattered the plugin's pipelined ratio (0.88 × the floor
 //! where an independent single-threaded driver saw 0.40-0.54 ×).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as J;
@@ -103,13 +103,16 @@ impl Figures {
     }
 }
 
-/// A host speaking to one spawned plugin, on the calling thread.
+/// A host speaking to one spawned plugin, on the calling thread, over its
+/// stdin and stdout or over a TCP connection.
 struct Driver {
     child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
+    input: Box<dyn Write + Send>,
+    output: BufReader<Box<dyn Read + Send>>,
     next: u64,
     line: Vec<u8>,
+    /// Served over TCP: ended with SIGTERM rather than `plugin.shutdown`.
+    over_tcp: bool,
 }
 
 /// What the driver needs of a frame from the plugin.
@@ -125,9 +128,47 @@ impl Driver {
     fn spawn(path: &Path) -> Option<Driver> {
         let mut child =
             Command::new(path).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
-        let input = child.stdin.take()?;
-        let output = BufReader::with_capacity(1 << 16, child.stdout.take()?);
-        Some(Driver { child, input, output, next: 0, line: Vec::new() })
+        let input = Box::new(child.stdin.take()?);
+        let output: Box<dyn Read + Send> = Box::new(child.stdout.take()?);
+        let output = BufReader::with_capacity(1 << 16, output);
+        Some(Driver { child, input, output, next: 0, line: Vec::new(), over_tcp: false })
+    }
+
+    /// Spawns the plugin serving TCP on a free loopback port, and connects.
+    /// `None` if it does not serve TCP (it does not print where it listens
+    /// within a few seconds).
+    fn spawn_tcp(path: &Path) -> Option<Driver> {
+        let mut child = Command::new(path)
+            .args(["--listen", "tcp://127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take()?;
+        // Read on a thread of its own, to the end, so the plugin never blocks
+        // on a full stderr pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if let Some(addr) = line.split("listening at tcp://").nth(1) {
+                    let _ = addr_tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let connected =
+            addr_rx.recv_timeout(Duration::from_secs(5)).ok().and_then(|addr| std::net::TcpStream::connect(addr).ok());
+        let Some(stream) = connected else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        };
+        stream.set_nodelay(true).ok()?;
+        let input = Box::new(stream.try_clone().ok()?);
+        let output: Box<dyn Read + Send> = Box::new(stream);
+        let output = BufReader::with_capacity(1 << 16, output);
+        Some(Driver { child, input, output, next: 0, line: Vec::new(), over_tcp: true })
     }
 
     fn pid(&self) -> u32 {
@@ -184,6 +225,10 @@ impl Driver {
         let _ = self.send("plugin.shutdown", "null");
         let _ = self.recv();
         drop(self.input);
+        if self.over_tcp {
+            // SAFETY: kill(2) on our own child; SIGTERM stops the server.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        }
         let _ = self.child.wait();
     }
 }
@@ -282,6 +327,17 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     let per_log = log_total.zip(plain).map(|(t, p)| ((t - p) / sizes.logs as f64).max(0.0));
     figures.push("log_record_us", "µs", per_log.map(|s| s * 1e6));
 
+    // 8. The same pipelined calls over a TCP connection (SDK plugins only:
+    // the floor serves stdio alone).
+    let over_tcp = Driver::spawn_tcp(path).and_then(|mut tcp| {
+        tcp.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#)?;
+        pipelined(&mut tcp, &greet, sizes.warmup, 64)?;
+        let rate = pipelined(&mut tcp, &greet, sizes.pipelined, 64);
+        tcp.finish();
+        rate
+    });
+    figures.push("tcp_pipelined_calls_per_s", "calls/s", over_tcp);
+
     // 7. Soak: no growth.
     if sizes.soak.0 > 0 {
         let _ = pipelined(&mut driver, &greet, 10_000, 64);
@@ -345,7 +401,9 @@ pub fn spawn_interleaved(paths: &[PathBuf], spawns: usize) -> Vec<Option<f64>> {
 /// calls/s over `total` calls with 64 in flight, and sequential p50 in µs
 /// over `total / 10` round trips.
 pub fn pipeline_only(path: &Path, total: usize) -> Option<(f64, f64)> {
-    let mut driver = Driver::spawn(path)?;
+    // PIPELINE_TCP=1 drives the plugin over a TCP connection instead.
+    let mut driver =
+        if std::env::var_os("PIPELINE_TCP").is_some() { Driver::spawn_tcp(path)? } else { Driver::spawn(path)? };
     driver.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#)?;
     let greet = greet_params("Ada");
     // PIPELINE_SEQUENTIAL=1 profiles round trips alone.

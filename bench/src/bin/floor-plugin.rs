@@ -1,6 +1,8 @@
 //! The protocol's floor: the smallest hand-written plugin that answers the
 //! benchmark's requests. One thread, serde_json with borrowed parsing, one
 //! flushed write per frame, no SDK. The SDK is judged as a ratio to it.
+//! With `--listen tcp://HOST:PORT` it serves the same way on TCP
+//! connections, one at a time: the floor of the TCP transport's figure.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -244,6 +246,27 @@ impl<R: BufRead, W: Write> Floor<R, W> {
 }
 
 fn main() -> io::Result<()> {
+    // `--listen tcp://HOST:PORT`: the same floor on TCP connections, one at
+    // a time, for the TCP transport's figure.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(addr) = args.iter().position(|a| a == "--listen").and_then(|i| args.get(i + 1)) {
+        let addr = addr.strip_prefix("tcp://").unwrap_or(addr);
+        let listener = std::net::TcpListener::bind(addr)?;
+        eprintln!("floor listening at tcp://{}", listener.local_addr()?);
+        for stream in listener.incoming() {
+            let stream = stream?;
+            stream.set_nodelay(true)?;
+            let mut floor = Floor {
+                input: io::BufReader::with_capacity(64 * 1024, stream.try_clone()?),
+                out: BufWriter::with_capacity(64 * 1024, stream),
+                counters: HashMap::new(),
+                next_object: 0,
+                next_request: 0,
+            };
+            floor.serve()?;
+        }
+        return Ok(());
+    }
     let stdin = io::stdin();
     let stdout = io::stdout();
     let mut floor = Floor {

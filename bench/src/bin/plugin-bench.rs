@@ -12,7 +12,12 @@
 //!     same interleaved runs, a column each, the targets checked for the last
 //! plugin-bench pipeline PLUGIN...
 //!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
-//!     rounds (a quick comparison, and a steady load to profile)
+//!     rounds (a quick comparison, and a steady load to profile); with
+//!     PIPELINE_TCP=1, over a TCP connection (`--listen tcp://127.0.0.1:0`)
+//!
+//! Each run also measures pipelined calls over one TCP connection to the
+//! plugin served with `--listen tcp://127.0.0.1:0` (`tcp_pipelined_calls_per_s`;
+//! the floor serves TCP too, for its ratio).
 //! plugin-bench spawn PLUGIN... [--runs N] [--quick]
 //!     spawn to handshake answer of each plugin, one spawn of each per turn,
 //!     100 turns per run (2 with --quick); medians and each plugin's ratio
@@ -133,6 +138,14 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
         "callback round trip ≤ 1.5 × plain call",
         sdk.get("callback_rtt_us").zip(sdk.get("seq_p50_us")).map(|(c, p)| c <= 1.5 * p),
     );
+    // The TCP transport (issue 20): the same plugin, one connection; and
+    // against the floor on TCP, which shows what loopback TCP itself costs
+    // (on the 2-core VM the floor ran 0.32 × its own stdio figure).
+    check(
+        "TCP pipelined ≥ 0.8 × stdio pipelined",
+        sdk.get("tcp_pipelined_calls_per_s").zip(sdk.get("pipelined_calls_per_s")).map(|(t, s)| t >= 0.8 * s),
+    );
+    check("TCP pipelined ≥ 0.8 × floor on TCP", ratio("tcp_pipelined_calls_per_s").map(|r| r >= 0.8));
     if sdk.get("rss_growth_pct").is_some() {
         check("RSS growth over the soak ≤ 10%", sdk.get("rss_growth_pct").map(|g| g <= 10.0));
     }
