@@ -10,7 +10,7 @@
 //! # result: "Hello, Ada"
 //! ```
 
-use scriptling_plugin::{CallError, Callback, Json, Plugin, ServeError, Value, plugin_fn};
+use scriptling_plugin::{CallError, Callback, Json, Plugin, ServeError, plugin_fn};
 
 #[derive(serde::Serialize)]
 struct TokenEvent {
@@ -24,9 +24,9 @@ struct TokenEvent {
 fn stream(on_event: Callback) -> Result<String, CallError> {
     let tokens = ["Hello", ", ", "Ada"];
     for (index, token) in tokens.into_iter().enumerate() {
-        on_event.call::<Value>((Json(TokenEvent { token, index }),))?;
+        on_event.call((Json(TokenEvent { token, index }),))?;
     }
-    on_event.call::<Value>((("done", tokens.len()),))?;
+    on_event.call((("done", tokens.len()),))?;
     Ok(tokens.concat())
 }
 

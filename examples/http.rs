@@ -1,9 +1,9 @@
 //! The hello_http plugin served over HTTP, like upstream's http-go example.
 //!
 //! ```text
-//! cargo run --example http                          # http://127.0.0.1:8081/json-rpc
-//! cargo run --example http -- --listen 127.0.0.1:9000 --path /rpc
-//! SCRIPTLING_PLUGIN_TOKEN=s3cret cargo run --example http
+//! cargo run --example http --features http                          # http://127.0.0.1:8081/json-rpc
+//! cargo run --example http --features http -- --listen 127.0.0.1:9000 --path /rpc
+//! SCRIPTLING_PLUGIN_TOKEN=s3cret cargo run --example http --features http
 //! ```
 //!
 //! Then, from Scriptling:

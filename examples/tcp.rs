@@ -33,7 +33,7 @@ fn total(numbers: Vec<f64>) -> f64 {
 #[plugin_fn]
 fn each(items: Vec<Value>, on_item: Callback) -> Result<i64, CallError> {
     for item in &items {
-        on_item.call::<Value>((item.clone(),))?;
+        on_item.call((item.clone(),))?;
     }
     Ok(items.len() as i64)
 }

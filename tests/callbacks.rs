@@ -8,34 +8,46 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::{Host, LogRecord};
-use scriptling_plugin::{CallError, Callback, Logger, Plugin, Value, plugin_class, plugin_fn};
+use scriptling_plugin::{CallArgs, CallError, Callback, Logger, Plugin, Returned, Value, plugin_class, plugin_fn};
 use serde_json::json;
 
 #[plugin_fn]
 fn call_each(items: Vec<Value>, on_item: Callback) -> Result<Vec<Value>, CallError> {
-    items.into_iter().map(|item| on_item.call((item,))).collect()
+    items.into_iter().map(|item| on_item.call((item,)).map(Returned::into_value)).collect()
 }
 
 #[plugin_fn]
 fn call_nested(handlers: Vec<Callback>, named: BTreeMap<String, Callback>) -> Result<Vec<String>, CallError> {
     let mut out = Vec::new();
     for h in &handlers {
-        out.push(h.call::<String>(())?);
+        out.push(h.call(())?.extract::<String>()?);
     }
     for (k, h) in &named {
-        out.push(format!("{k}={}", h.call::<String>(())?));
+        out.push(format!("{k}={}", h.call(())?.extract::<String>()?));
     }
     Ok(out)
 }
 
 #[plugin_fn]
 fn call_with_kwargs(cb: Callback) -> Result<Value, CallError> {
-    cb.call_kw((1,), BTreeMap::from([("flag".to_string(), Value::Bool(true))]))
+    cb.call(CallArgs::new((1,)).kwarg("flag", true)).map(Returned::into_value)
 }
 
 #[plugin_fn]
 fn expect_int(cb: Callback) -> Result<i64, CallError> {
-    cb.call::<i64>(())
+    cb.call(())?.extract::<i64>()
+}
+
+/// The line a user writes first: the script's result is ignored, whatever it is.
+#[plugin_fn]
+fn process(items: Vec<String>, on_progress: Option<Callback>) -> Result<usize, CallError> {
+    if let Some(on_progress) = &on_progress {
+        for item in &items {
+            on_progress.call((item,))?;
+        }
+        on_progress.call(())?.extract::<()>()?;
+    }
+    Ok(items.len())
 }
 
 static KEPT: Mutex<Option<Callback>> = Mutex::new(None);
@@ -48,7 +60,7 @@ fn keep(cb: Callback) {
 #[plugin_fn]
 fn use_kept() -> Result<Value, CallError> {
     let cb = KEPT.lock().unwrap().clone().expect("kept");
-    cb.call(())
+    cb.call(()).map(Returned::into_value)
 }
 
 /// Makes `rounds` callbacks and logs after each one.
@@ -57,7 +69,7 @@ fn busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
     let log = Logger::current().with("n", n);
     let mut total = 0;
     for round in 0..rounds {
-        total += cb.call::<i64>((n, round))?;
+        total += cb.call((n, round))?.extract::<i64>()?;
         log.with("round", round).debug("round done");
     }
     Ok(total)
@@ -67,7 +79,7 @@ fn busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
 async fn async_busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError> {
     let mut total = 0;
     for round in 0..rounds {
-        total += cb.call_async::<i64>((n, round)).await?;
+        total += cb.call_async((n, round)).await?.extract::<i64>()?;
         Logger::current().with("round", round).info("async round done");
     }
     Ok(total)
@@ -75,7 +87,7 @@ async fn async_busy(n: i64, rounds: i64, cb: Callback) -> Result<i64, CallError>
 
 #[plugin_fn]
 async fn async_blocking_misuse(cb: Callback) -> Result<Value, CallError> {
-    cb.call(())
+    cb.call(()).map(Returned::into_value)
 }
 
 #[plugin_fn]
@@ -119,12 +131,12 @@ impl Box2 {
     /// Holds the object exclusively while calling back.
     fn mutate_with(&mut self, cb: Callback) -> Result<Value, CallError> {
         self.value += 1;
-        cb.call(())
+        cb.call(()).map(Returned::into_value)
     }
 
     /// Holds the object shared while calling back.
     fn read_with(&self, cb: Callback) -> Result<Value, CallError> {
-        cb.call(())
+        cb.call(()).map(Returned::into_value)
     }
 }
 
@@ -134,6 +146,7 @@ fn plugin() -> Plugin {
         .function::<call_nested>()
         .function::<call_with_kwargs>()
         .function::<expect_int>()
+        .function::<process>()
         .function::<keep>()
         .function::<use_kept>()
         .function::<busy>()
@@ -192,9 +205,24 @@ fn typed_results_and_argument_errors() {
     let host = Host::in_process(plugin()).unwrap();
     host.on_callback(|_, _, _| Ok(Value::from("not a number")));
     let err = host.call("expect_int", [cb("cb-1")]).unwrap_err();
-    assert_eq!(err.message(), "callback cb-1 returned a value that must be an int, got string");
+    assert_eq!(err.message(), "expect_int(): cb returned a value that must be an int, got string");
     let err = host.call("expect_int", [Value::from("print")]).unwrap_err();
     assert_eq!(err.message(), "expect_int(): argument 'cb' must be a function, got string");
+}
+
+#[test]
+fn a_result_can_be_ignored_and_errors_name_the_function_and_parameter() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, args, _| Ok(if args.is_empty() { Value::from("done") } else { Value::Int(1) }));
+    // Ignored results of any type; the typed last call fails, naming where.
+    let err = host.call("process", [Value::List(vec!["a".into(), "b".into()]), cb("cb-2")]).unwrap_err();
+    assert_eq!(err.message(), "process(): on_progress returned a value that must be None, got string");
+    host.on_callback(|_, _, _| Ok(Value::Null));
+    assert_eq!(host.call("process", [Value::List(vec!["a".into()]), cb("cb-2")]).unwrap(), Value::Int(1));
+    // A callback nested in a list has no parameter of its own: its id says which.
+    host.on_callback(|_, _, _| Ok(Value::Int(3)));
+    let err = host.call("call_nested", [Value::List(vec![cb("cb-a")]), Value::Dict(BTreeMap::new())]).unwrap_err();
+    assert_eq!(err.message(), "call_nested(): callback cb-a returned a value that must be a string, got int");
 }
 
 #[test]
@@ -432,7 +460,7 @@ fn a_malformed_answer_to_a_callback_fails_the_callback_and_is_never_answered() {
     assert_eq!(answer["id"], 1, "the only answer is the outer call's: {answer}");
     assert_eq!(
         answer["error"]["message"],
-        r#"callback cb-1: the host's answer is malformed: it has neither "result" nor "error""#
+        r#"call_me(): cb: the host's answer is malformed: it has neither "result" nor "error""#
     );
     // Nothing else was written: the next frame answers the next request.
     raw.send(r#"{"jsonrpc":"2.0","id":"next","method":"ping"}"#);
@@ -450,11 +478,24 @@ fn a_callback_the_host_never_answers_fails_after_the_callback_timeout() {
     assert_eq!(answer["id"], 1);
     assert_eq!(
         answer["error"]["message"],
-        "callback cb-1: the host did not answer within 300ms (Plugin::callback_timeout)"
+        "call_me(): cb: the host did not answer within 300ms (Plugin::callback_timeout)"
     );
     // A late answer is dropped quietly, and serving goes on.
     raw.send(&json!({"jsonrpc": "2.0", "id": _request["id"], "result": {"type": "null"}}).to_string());
     raw.send(r#"{"jsonrpc":"2.0","id":"next","method":"ping"}"#);
     assert_eq!(raw.recv().unwrap()["id"], "next");
     assert!(!raw.stderr().contains("ignoring"), "{}", raw.stderr());
+}
+
+#[test]
+fn the_documented_tracing_init_line_works_in_a_main_returning_serve_error() {
+    fn main_like() -> Result<(), scriptling_plugin::ServeError> {
+        scriptling_plugin::tracing::init()?;
+        // A second global subscriber is refused, as a ServeError.
+        scriptling_plugin::tracing::init()?;
+        Ok(())
+    }
+    let err = main_like().unwrap_err();
+    assert!(matches!(err, scriptling_plugin::ServeError::Logging(_)), "{err}");
+    assert!(err.to_string().starts_with("cannot send logs to the host: "), "{err}");
 }

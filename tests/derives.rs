@@ -281,7 +281,8 @@ fn help_shows_defaults_as_scriptling_literals() {
     );
     assert_eq!(
         shown_defaults(<find_words as PluginFunction>::function())[1].1.as_deref(),
-        Some(r#"{"caseSensitive": None, "maxHits": 10, "sep": " "}"#)
+        Some(r#"{"maxHits": 10, "caseSensitive": None, "sep": " "}"#),
+        "in field order, not the dict's sorted order"
     );
     // The host sees them in the help text.
     let hs = host().handshake().unwrap();
@@ -300,4 +301,51 @@ fn a_destructured_parameter_takes_its_keyword_from_arg_name() {
     let options = [("options".to_owned(), dict(&[("limit", Value::Int(4))]))].into();
     assert_eq!(host.call_kw("limit_of", [], options).unwrap(), Value::Int(4));
     assert_eq!(host.call("limit_of", []).unwrap(), Value::Int(10));
+}
+
+/// Search options, written once: missing keys come from `Default`.
+#[derive(Debug, PartialEq, FromValue, IntoValue)]
+#[scriptling(default)]
+struct Search {
+    limit: i64,
+    fuzzy: bool,
+    #[scriptling(default = 7)]
+    own_default: i64,
+    tags: Vec<String>,
+}
+
+impl Default for Search {
+    fn default() -> Self {
+        Search { limit: 20, fuzzy: true, own_default: 0, tags: vec!["all".into()] }
+    }
+}
+
+/// Runs a search; `options` may be left out or given in part.
+#[plugin_fn]
+fn search(#[arg(default)] options: Search) -> String {
+    format!("{options:?}")
+}
+
+#[test]
+fn a_container_default_fills_missing_keys_and_arg_default_takes_default() {
+    let host = Host::in_process(Plugin::new("d", "1", "").function::<search>()).unwrap();
+    let out = |args: Vec<Value>| host.call("search", args).unwrap().to_string();
+    assert_eq!(
+        out(vec![]),
+        r#""Search { limit: 20, fuzzy: true, own_default: 0, tags: [\"all\"] }""#,
+        "the parameter's default is Search::default()"
+    );
+    let partial: Value = [("limit", Value::Int(5))].into_iter().collect();
+    assert_eq!(out(vec![partial]), r#""Search { limit: 5, fuzzy: true, own_default: 7, tags: [\"all\"] }""#);
+    let wrong: Value = [("fuzzy", Value::from("yes"))].into_iter().collect();
+    assert_eq!(
+        host.call("search", [wrong]).unwrap_err().message(),
+        "search(): argument 'options'['fuzzy'] must be a bool, got string"
+    );
+    // Help text shows the real default, from the value, in field order.
+    let help = <search as PluginFunction>::function();
+    assert_eq!(
+        help.get_params()[0].default(),
+        Some(r#"{"limit": 20, "fuzzy": True, "own_default": 0, "tags": ["all"]}"#)
+    );
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::{Host, example_path};
-use scriptling_plugin::{CallError, Callback, CallbackRef, Logger, Plugin, Value, plugin_class, plugin_fn};
+use scriptling_plugin::{CallError, Callback, CallbackRef, Logger, Plugin, Returned, Value, plugin_class, plugin_fn};
 use serde_json::{Value as J, json};
 
 mod common;
@@ -31,7 +31,7 @@ fn log_many(n: i64) -> i64 {
 /// Waits for the host to answer `cb`.
 #[plugin_fn]
 fn wait_for_host(cb: Callback) -> Result<Value, CallError> {
-    cb.call::<Value>(())
+    cb.call(()).map(Returned::into_value)
 }
 
 #[plugin_fn]
@@ -666,7 +666,7 @@ fn a_callback_used_after_its_call_reads_as_an_unknown_callback() {
     }
     #[plugin_fn]
     fn use_kept() -> Result<Value, CallError> {
-        KEPT.lock().unwrap().clone().expect("kept").call::<Value>(())
+        KEPT.lock().unwrap().clone().expect("kept").call(()).map(Returned::into_value)
     }
     let asked = Arc::new(AtomicUsize::new(0));
     let host = Host::in_process(Plugin::new("kept", "1", "").function::<keep>().function::<use_kept>()).unwrap();

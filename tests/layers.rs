@@ -66,7 +66,7 @@ fn named_modules(line: &str) -> Vec<String> {
 
 #[test]
 fn no_module_imports_from_a_higher_layer() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("scriptling-plugin/src");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scriptling-plugin/src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();

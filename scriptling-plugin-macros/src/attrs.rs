@@ -21,9 +21,7 @@ pub(crate) enum Kind {
     Str,
     /// `key`, `key = true` or `key = false`.
     Flag,
-    /// `key = <expr>`.
-    Expr,
-    /// `key` alone, or `key = <expr>` (`default` in the derives).
+    /// `key` alone, or `key = <expr>` (`default`: alone, `Default::default()`).
     FlagOrExpr,
 }
 
@@ -134,8 +132,7 @@ impl Spec {
                     Err(syn::Error::new_spanned(value, format!("`{key}` is a flag: write `{key}` or `{key} = true`")))
                 }
             },
-            (Kind::Expr | Kind::FlagOrExpr, Some(value)) => Ok(Val::Expr(value)),
-            (Kind::Expr, None) => Err(syn::Error::new_spanned(key, format!("`{key}` needs a value: `{key} = <expr>`"))),
+            (Kind::FlagOrExpr, Some(value)) => Ok(Val::Expr(value)),
         }
     }
 
@@ -198,10 +195,11 @@ pub(crate) const CONSTRUCTOR: Spec = Spec { attribute: "#[constructor]", keys: &
 pub(crate) const DEL: Spec = Spec { attribute: "#[del]", keys: &[] };
 
 /// `#[arg(...)]` on a parameter.
-pub(crate) const ARG: Spec = Spec { attribute: "#[arg]", keys: &[("name", Kind::Str), ("default", Kind::Expr)] };
+pub(crate) const ARG: Spec = Spec { attribute: "#[arg]", keys: &[("name", Kind::Str), ("default", Kind::FlagOrExpr)] };
 
 /// `#[scriptling(...)]` on a type deriving `FromValue` / `IntoValue`.
-pub(crate) const CONTAINER: Spec = Spec { attribute: "#[scriptling]", keys: &[("rename_all", Kind::Str)] };
+pub(crate) const CONTAINER: Spec =
+    Spec { attribute: "#[scriptling]", keys: &[("rename_all", Kind::Str), ("default", Kind::Flag)] };
 
 /// `#[scriptling(...)]` on a field.
 pub(crate) const FIELD: Spec = Spec {

@@ -14,6 +14,7 @@ mod errors;
 mod params;
 mod plugin_class;
 mod plugin_fn;
+mod plugin_module;
 mod shim;
 
 /// Exports a free function (sync or `async`) to Scriptling.
@@ -114,6 +115,37 @@ pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn plugin_class(attr: TokenStream, item: TokenStream) -> TokenStream {
     plugin_class::expand(attr.into(), item.into()).into()
+}
+
+/// Exports everything marked inside an inline module, so nothing marked can
+/// be left unregistered.
+///
+/// The attribute adds `pub fn exports(plugin: Plugin) -> Plugin` to the
+/// module, registering each `#[plugin_fn]` function, `#[plugin_class]`
+/// struct and `#[constant] const` item in it; pass it to `Plugin::exports`.
+/// Items elsewhere still register through the builder
+/// (`Plugin::function::<f>()`), which is also the way for exports chosen at
+/// run time. `#[cfg]` on an item applies to its registration too.
+///
+/// ```ignore
+/// #[plugin_module]
+/// mod textkit {
+///     use scriptling_plugin::{plugin_fn, plugin_class};
+///
+///     /// How many words the text has.
+///     #[plugin_fn]
+///     fn count(text: String) -> usize { text.split_whitespace().count() }
+///
+///     /// The module's version of the word list.
+///     #[constant]
+///     const WORDLIST_VERSION: i64 = 3;
+/// }
+///
+/// Plugin::new("textkit", "1.0.0", "Text tools").exports(textkit::exports).run()
+/// ```
+#[proc_macro_attribute]
+pub fn plugin_module(attr: TokenStream, item: TokenStream) -> TokenStream {
+    plugin_module::expand(attr.into(), item.into()).into()
 }
 
 /// Derives `FromValue`: builds the type from the Scriptling value of the

@@ -39,7 +39,7 @@ pub(crate) fn analyze(inputs: &mut Punctuated<FnArg, Token![,]>, errors: &mut Er
             }
         };
         check_type(&typed.ty, errors);
-        params.push(Param { name, ty: (*typed.ty).clone(), default: options.expr("default") });
+        params.push(Param { name, ty: (*typed.ty).clone(), default: param_default(&options) });
     }
     params
 }
@@ -178,6 +178,13 @@ pub(crate) fn rust_text(tokens: TokenStream) -> String {
         }
     }
     out
+}
+
+/// `#[arg(default = <expr>)]`, or `#[arg(default)]`: `Default::default()`.
+fn param_default(options: &Options) -> Option<syn::Expr> {
+    options
+        .expr("default")
+        .or_else(|| options.flag("default").then(|| syn::parse_quote!(::core::default::Default::default())))
 }
 
 #[cfg(test)]

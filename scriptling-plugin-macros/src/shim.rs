@@ -43,6 +43,10 @@ pub(crate) struct Shim<'a> {
     pub(crate) is_async: bool,
     /// Where errors about the conversion of the result point: the return type.
     pub(crate) ret_span: Span,
+    /// For a `Result<T, E>` return type (any path ending in `Result`, so
+    /// `io::Result<T>` and aliases too), where `T` is: errors about the
+    /// value point at the type that lacks `IntoValue`, not at the `Result`.
+    pub(crate) ok_span: Option<Span>,
     /// Where the generated code points otherwise: the item's name.
     pub(crate) span: Span,
     pub(crate) doc: &'a str,
@@ -67,6 +71,10 @@ impl<'a> Shim<'a> {
             ret_span: match &sig.output {
                 ReturnType::Type(_, ty) => ty.span(),
                 ReturnType::Default => sig.ident.span(),
+            },
+            ok_span: match &sig.output {
+                ReturnType::Type(_, ty) => result_ok_type(ty).map(Spanned::span),
+                ReturnType::Default => None,
             },
             span: sig.ident.span(),
             doc,
@@ -134,20 +142,59 @@ impl<'a> Shim<'a> {
 
     /// Converts the call's result, spanned at the return type so a type
     /// that cannot be returned is reported there.
+    ///
+    /// The conversion is written out with the public traits rather than
+    /// through a helper trait over `T` and `Result<T, E>`: with two candidate
+    /// impls the compiler stops at the outer type and names the helper, while
+    /// a direct `IntoValue` bound leads it to the innermost type that lacks
+    /// it (`Hit` in `Result<Vec<Hit>, E>`).
     fn finish(&self, call: TokenStream) -> TokenStream {
         let krate = quote!(::scriptling_plugin);
         let ret = Ident::new("__scriptling_ret", self.ret_span);
-        let convert = match self.target {
-            Target::Constructor(self_ty) => quote_spanned!(self.ret_span=>
-                <_ as #krate::__private::ConstructorReturn<#self_ty>>::into_constructed(#ret)),
+        let value = |span: Span, v: &Ident| match self.target {
+            // A typed binding: a wrong return type is a plain "expected
+            // `Counter`, found `i64`" at the return type.
+            Target::Constructor(self_ty) => quote_spanned!(span=> {
+                let __scriptling_object: #self_ty = #v;
+                #krate::__private::constructed(__scriptling_object)
+            }),
             Target::Function | Target::Method(..) => {
-                quote_spanned!(self.ret_span=> #krate::__private::IntoCallResult::into_call_result(#ret))
+                quote_spanned!(span=> #krate::__private::returned(#krate::IntoValue::into_value(#v)))
             }
+        };
+        let convert = match self.ok_span {
+            Some(ok_span) => {
+                let ok = Ident::new("__scriptling_ok", ok_span);
+                let value = value(ok_span, &ok);
+                let err = quote_spanned!(self.ret_span=>
+                    #krate::CallError::new(::std::string::ToString::to_string(&__scriptling_err)));
+                quote!(match #ret {
+                    ::core::result::Result::Ok(#ok) => #value,
+                    ::core::result::Result::Err(__scriptling_err) => ::core::result::Result::Err(#err),
+                })
+            }
+            None => value(self.ret_span, &ret),
         };
         quote!({
             let #ret = #call;
             #convert
         })
+    }
+}
+
+/// `T` in a return type `Result<T, ..>` (the last path segment named
+/// `Result` or ending in it: `io::Result<T>`, `anyhow::Result<T>`, an alias
+/// such as `ParseResult<T>`).
+fn result_ok_type(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if !last.ident.to_string().ends_with("Result") {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+    match args.args.first()? {
+        syn::GenericArgument::Type(ok) => Some(ok),
+        _ => None,
     }
 }
 

@@ -73,7 +73,7 @@ pub use bridge::tracing;
 #[cfg_attr(docsrs, doc(cfg(feature = "log")))]
 pub use bridge::log;
 
-pub use call::callback::{Callback, IntoArgs};
+pub use call::callback::{CallArgs, Callback, IntoArgs, Returned};
 pub use call::error::CallError;
 pub use call::logger::{Level, Logger};
 pub use call::objects::{Object, ObjectReadGuard, ObjectWriteGuard, PluginClass, into_remote};
@@ -113,6 +113,50 @@ pub use transport::tcp::TcpConfig;
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use scriptling_plugin_macros::plugin_fn;
+/// Exports every marked item of an inline module: nothing marked can be
+/// left unregistered (see the attribute's full reference below).
+///
+/// ```
+/// use scriptling_plugin::{plugin_module, testing::Host, Plugin, Value};
+///
+/// #[plugin_module]
+/// mod textkit {
+///     use scriptling_plugin::{plugin_class, plugin_fn};
+///
+///     /// How many words `text` has.
+///     #[plugin_fn]
+///     fn count(text: String) -> usize {
+///         text.split_whitespace().count()
+///     }
+///
+///     /// Words seen so far.
+///     #[plugin_class]
+///     struct Index {
+///         words: Vec<String>,
+///     }
+///
+///     #[plugin_class]
+///     impl Index {
+///         #[constructor]
+///         fn new() -> Self {
+///             Index { words: Vec::new() }
+///         }
+///     }
+///
+///     /// The version of the word rules.
+///     #[constant]
+///     const RULES: i64 = 3;
+/// }
+///
+/// let plugin = Plugin::new("textkit", "1.0.0", "Text tools").exports(textkit::exports);
+/// # #[cfg(feature = "testing")] {
+/// let host = Host::in_process(plugin).unwrap();
+/// assert_eq!(host.call("count", [Value::from("a b c")]).unwrap(), Value::Int(3));
+/// # }
+/// ```
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use scriptling_plugin_macros::plugin_module;
 
 /// Exports a struct and its impl block as a class (see the attribute's full
 /// reference below).
@@ -211,8 +255,6 @@ mod crate_readme {}
 /// Items used by the code the attributes generate. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::exports::class::ConstructorReturn;
-    pub use crate::exports::function::IntoCallResult;
     pub use crate::exports::private::*;
     pub use crate::value::derive::*;
 }

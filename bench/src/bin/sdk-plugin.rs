@@ -1,6 +1,6 @@
 //! The benchmark surface written with the SDK, compared with `floor-plugin`.
 
-use scriptling_plugin::{CallError, Callback, Logger, Plugin, ServeError, Value, plugin_class, plugin_fn};
+use scriptling_plugin::{CallError, Callback, Logger, Plugin, ServeError, plugin_class, plugin_fn};
 
 /// Returns a greeting for `name`.
 #[plugin_fn]
@@ -12,7 +12,7 @@ fn greet(name: String) -> String {
 #[plugin_fn]
 fn ping_back(cb: Callback, n: i64) -> Result<i64, CallError> {
     for i in 0..n {
-        cb.call::<Value>((i,))?;
+        cb.call((i,))?;
     }
     Ok(n)
 }

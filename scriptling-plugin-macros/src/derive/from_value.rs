@@ -66,20 +66,34 @@ fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected:
                 let fallback = |d: &Fallback| match d {
                     Fallback::Default => quote!(::core::default::Default::default()),
                     Fallback::Expr(e) => quote!(#e),
+                    Fallback::Container => quote!(__scriptling_default.#ident),
                 };
                 let read = match &f.read {
                     Read::Skipped(d) => fallback(d),
+                    // No closure: moving the field out of the default is
+                    // fine in a match arm in every edition.
+                    Read::Defaulted(Fallback::Container) => quote_spanned!(ty.span()=>
+                        match #private::field_opt(&mut __scriptling_entries, #key, <#ty as #krate::FromValue>::from_value)? {
+                            ::core::option::Option::Some(__scriptling_field) => __scriptling_field,
+                            ::core::option::Option::None => __scriptling_default.#ident,
+                        }),
                     Read::Required => quote_spanned!(ty.span()=>
-                        #private::field::<#ty>(&mut __scriptling_entries, #key)?),
+                        #private::field(&mut __scriptling_entries, #key, <#ty as #krate::FromValue>::from_value)?),
                     Read::Defaulted(d) => {
                         let fallback = fallback(d);
                         quote_spanned!(ty.span()=>
-                            #private::field_or_else::<#ty>(&mut __scriptling_entries, #key, || #fallback)?)
+                            #private::field_or_else(&mut __scriptling_entries, #key, <#ty as #krate::FromValue>::from_value, || #fallback)?)
                     }
                 };
                 quote!(#ident: #read)
             });
+            let container_default = fields
+                .iter()
+                .any(|f| matches!(f.read, Read::Defaulted(Fallback::Container) | Read::Skipped(Fallback::Container)));
+            let default = container_default
+                .then(|| quote!(let __scriptling_default: Self = ::core::default::Default::default();));
             quote!({
+                #default
                 let mut __scriptling_entries = #private::dict(#value, #expected)?;
                 #private::no_other_keys(&__scriptling_entries, &[#(#known),*])?;
                 ::core::result::Result::Ok(#target { #(#inits),* })
@@ -95,7 +109,7 @@ fn read_shape(shape: &Shape, target: &TokenStream, value: TokenStream, expected:
             let items = types
                 .iter()
                 .enumerate()
-                .map(|(i, ty)| quote_spanned!(ty.span()=> #private::item::<#ty>(&mut __scriptling_items, #i)?));
+                .map(|(i, ty)| quote_spanned!(ty.span()=> #private::item(&mut __scriptling_items, #i, <#ty as #krate::FromValue>::from_value)?));
             quote!({
                 let mut __scriptling_items = #private::list(#value, #len, #expected)?;
                 ::core::result::Result::Ok(#target(#(#items),*))

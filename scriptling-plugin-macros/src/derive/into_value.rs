@@ -33,11 +33,20 @@ pub(super) fn generate(model: &Model) -> TokenStream {
             quote!(match self { #(#arms)* })
         }
     };
+    // Help text shows a struct's default with its keys in field order.
+    let key_order = match &model.body {
+        Body::Struct(Shape::Named(fields)) => {
+            let keys = fields.iter().filter(|f| !f.skipped()).map(|f| &f.key);
+            Some(quote!(fn key_order() -> &'static [&'static str] { &[#(#keys),*] }))
+        }
+        _ => None,
+    };
     quote! {
         #header {
             fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
                 #body
             }
+            #key_order
         }
     }
 }
@@ -55,8 +64,8 @@ fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream
                 if f.skipped() { quote!(#ident: _) } else { quote!(#ident) }
             });
             let puts = fields.iter().filter(|f| !f.skipped()).map(|f| {
-                let (key, ident) = (&f.key, &f.ident);
-                quote_spanned!(f.ty.span()=> #private::put(&mut __scriptling_entries, #key, #ident)?;)
+                let (key, ident, ty) = (&f.key, &f.ident, &f.ty);
+                quote_spanned!(ty.span()=> #private::put(&mut __scriptling_entries, #key, #ident, <#ty as #krate::IntoValue>::into_value)?;)
             });
             let write = quote!({
                 let mut __scriptling_entries = #private::Entries::new();
@@ -77,7 +86,7 @@ fn write_shape(shape: &Shape, target: &TokenStream) -> (TokenStream, TokenStream
                 .iter()
                 .zip(&names)
                 .enumerate()
-                .map(|(i, (ty, name))| quote_spanned!(ty.span()=> #private::element(#i, #name)?));
+                .map(|(i, (ty, name))| quote_spanned!(ty.span()=> #private::element(#i, #name, <#ty as #krate::IntoValue>::into_value)?));
             let write = quote!({
                 ::core::result::Result::<#krate::Value, #krate::IntoValueError>::Ok(
                     #krate::Value::List(::std::vec![#(#items),*]),

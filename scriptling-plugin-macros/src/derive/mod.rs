@@ -46,6 +46,9 @@ enum Fallback {
     Default,
     /// The expression given (`#[scriptling(default = <expr>)]`).
     Expr(Expr),
+    /// The field of the type's own `Default::default()` (`#[scriptling(default)]`
+    /// on the type, serde's meaning).
+    Container,
 }
 
 /// A named field.
@@ -146,8 +149,24 @@ fn read(input: &DeriveInput, which: Trait, errors: &mut Errors) -> Model {
         named
     });
     let rename = |name: &str| rule.map_or_else(|| name.to_owned(), |rule| rule.apply(name));
+    let container_default = container.flag("default");
+    if container_default && !matches!(&input.data, Data::Struct(s) if matches!(s.fields, Fields::Named(_))) {
+        errors.at(
+            &input.ident,
+            "#[scriptling(default)] on a type goes on a struct with named fields: missing keys take the \
+             fields of `Default::default()`",
+        );
+    }
     let body = match &input.data {
-        Data::Struct(s) => Body::Struct(shape(&s.fields, &rename, errors)),
+        Data::Struct(s) => {
+            let mut shape = shape(&s.fields, &rename, errors);
+            if let (Shape::Named(fields), true) = (&mut shape, container_default) {
+                for field in fields.iter_mut().filter(|f| matches!(f.read, Read::Required)) {
+                    field.read = Read::Defaulted(Fallback::Container);
+                }
+            }
+            Body::Struct(shape)
+        }
         Data::Enum(e) => Body::Enum(
             e.variants
                 .iter()

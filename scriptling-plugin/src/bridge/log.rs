@@ -15,7 +15,7 @@
 //! }
 //!
 //! fn main() -> Result<(), scriptling_plugin::ServeError> {
-//!     scriptling_plugin::log::init(log::LevelFilter::Info).expect("no other global logger");
+//!     scriptling_plugin::log::init(log::LevelFilter::Info)?;
 //!     Plugin::new("logger", "1.0.0", "").function::<work>().run()
 //! }
 //! ```

@@ -16,7 +16,7 @@
 //! }
 //!
 //! fn main() -> Result<(), scriptling_plugin::ServeError> {
-//!     scriptling_plugin::tracing::init().expect("no other global subscriber");
+//!     scriptling_plugin::tracing::init()?;
 //!     Plugin::new("logger", "1.0.0", "").function::<work>().run()
 //! }
 //! ```

@@ -1,6 +1,7 @@
 //! [`Callback`]: a Scriptling function the host passed in, callable while
 //! the call that received it is running.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -15,37 +16,37 @@ use crate::value::{CallbackRef, Value, codec};
 /// A host function received as an argument.
 ///
 /// Calling it sends `callback.call` to the host, which runs the Scriptling
-/// function and answers with its result. It works only while the plugin
-/// call that received it is running (the host forgets callback ids when that
-/// call returns); afterwards every call fails at once with an error that
-/// starts `unknown callback <id>`, as the host's own would.
+/// function and answers with what it returned. It works only while the
+/// plugin call that received it is running (the host forgets callback ids
+/// when that call returns); afterwards every call fails at once with an
+/// error that starts `unknown callback`, as the host's own would.
 ///
-/// The four ways to call it follow one pattern: `call`, plus `_kw` to pass
-/// keyword arguments, plus `_async` for `async` handlers. Each converts the
-/// result to the type you ask for (`Value` takes anything):
+/// [`call`](Callback::call) blocks a sync handler's thread until the host
+/// answers; [`call_async`](Callback::call_async) is the same for `async`
+/// handlers. Both take the arguments as a tuple (`()`, `(x,)`, `(x, y)`) or
+/// as [`CallArgs`] when there are keyword arguments too, and give back what
+/// the function returned as a [`Returned`]: drop it to ignore the result, or
+/// [`extract`](Returned::extract) the type you expect.
 ///
-/// | | positional | positional + keyword |
-/// |---|---|---|
-/// | sync handler (blocks its worker thread) | [`call`](Callback::call) | [`call_kw`](Callback::call_kw) |
-/// | `async` handler | [`call_async`](Callback::call_async) | [`call_kw_async`](Callback::call_kw_async) |
-///
-/// An error the script raised comes back as `Err` with the host's message,
-/// so `?` fails the outer call with it.
+/// Errors name the plugin function and the parameter the callback came in
+/// by (`each(): on_item returned a value that must be a bool, got string`),
+/// except an error the script itself raised, which comes back untouched, so
+/// `?` fails the outer call with the script's own message.
 ///
 /// ```
-/// use scriptling_plugin::{plugin_fn, Callback, CallError, Value};
+/// use scriptling_plugin::{plugin_fn, Callback, CallError};
 ///
 /// /// Calls `on_item` for each item and returns how many it accepted.
 /// #[plugin_fn]
 /// fn each(items: Vec<String>, on_item: Callback) -> Result<usize, CallError> {
 ///     let mut accepted = 0;
 ///     for (index, item) in items.into_iter().enumerate() {
-///         if on_item.call::<bool>((item, index))? {
+///         if on_item.call((item, index))?.extract::<bool>()? {
 ///             accepted += 1;
 ///         }
 ///     }
-///     // Ignore a result by asking for a `Value`.
-///     on_item.call::<Value>(("done", accepted))?;
+///     // Whatever the script returns this time is ignored.
+///     on_item.call(("done", accepted))?;
 ///     Ok(accepted)
 /// }
 /// ```
@@ -56,45 +57,92 @@ use crate::value::{CallbackRef, Value, codec};
 #[derive(Clone)]
 pub struct Callback {
     id: String,
+    /// The parameter it came in by, when it was a function's argument.
+    param: Option<Cow<'static, str>>,
     scope: Option<CallScope>,
 }
 
 impl fmt::Debug for Callback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Callback").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Callback").field("id", &self.id).field("param", &self.param).finish_non_exhaustive()
     }
 }
 
-/// Positional arguments for a callback: a tuple of convertible values
-/// (`()`, `(a,)`, `(a, b)`, ...), or a `Vec<Value>`.
-pub trait IntoArgs {
-    /// Converts the arguments.
-    fn into_args(self) -> Result<Vec<Value>, IntoValueError>;
+/// Arguments for a callback: positional ones, and keyword ones if any.
+///
+/// Tuples convert into positional arguments on their own (`()`, `(x,)`,
+/// `(x, y)`, up to six), so `CallArgs` is needed only for keyword arguments
+/// or for a list of arguments built at run time. A one-element tuple needs
+/// its comma, `(x,)`: a bare `Vec` or tuple would be one list argument.
+///
+/// ```
+/// use scriptling_plugin::{CallArgs, Value};
+///
+/// let args = CallArgs::new((1, "two")).kwarg("verbose", true);
+/// let dynamic = CallArgs::from_values(vec![Value::Int(1), Value::Int(2)]);
+/// # let _ = (args, dynamic);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct CallArgs {
+    positional: Vec<Value>,
+    keyword: BTreeMap<String, Value>,
+    /// The first argument that could not be converted, reported at the call.
+    error: Option<IntoValueError>,
 }
 
-impl IntoArgs for Vec<Value> {
-    fn into_args(self) -> Result<Vec<Value>, IntoValueError> {
-        Ok(self)
+impl CallArgs {
+    /// Positional arguments from a tuple.
+    pub fn new(positional: impl IntoArgs) -> Self {
+        positional.into_args().unwrap_or_else(|error| CallArgs { error: Some(error), ..CallArgs::default() })
+    }
+
+    /// Positional arguments already converted to values.
+    pub fn from_values(positional: Vec<Value>) -> Self {
+        CallArgs { positional, ..CallArgs::default() }
+    }
+
+    /// Adds the keyword argument `name=value` (a later one of the same name
+    /// replaces it).
+    pub fn kwarg(mut self, name: impl Into<String>, value: impl IntoValue) -> Self {
+        match value.into_value() {
+            Ok(value) => {
+                self.keyword.insert(name.into(), value);
+            }
+            Err(error) => {
+                self.error.get_or_insert(error);
+            }
+        }
+        self
+    }
+}
+
+/// What a callback can be called with: a tuple of convertible values
+/// (`()`, `(a,)`, `(a, b)`, ... up to six) or [`CallArgs`].
+pub trait IntoArgs {
+    /// Converts the arguments.
+    fn into_args(self) -> Result<CallArgs, IntoValueError>;
+}
+
+impl IntoArgs for CallArgs {
+    fn into_args(self) -> Result<CallArgs, IntoValueError> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok(self),
+        }
     }
 }
 
 impl IntoArgs for () {
-    fn into_args(self) -> Result<Vec<Value>, IntoValueError> {
-        Ok(Vec::new())
-    }
-}
-
-impl<const N: usize> IntoArgs for [Value; N] {
-    fn into_args(self) -> Result<Vec<Value>, IntoValueError> {
-        Ok(self.into())
+    fn into_args(self) -> Result<CallArgs, IntoValueError> {
+        Ok(CallArgs::default())
     }
 }
 
 macro_rules! args_tuple {
     ($($name:ident : $idx:tt),+) => {
         impl<$($name: IntoValue),+> IntoArgs for ($($name,)+) {
-            fn into_args(self) -> Result<Vec<Value>, IntoValueError> {
-                Ok(vec![$(self.$idx.into_value()?),+])
+            fn into_args(self) -> Result<CallArgs, IntoValueError> {
+                Ok(CallArgs::from_values(vec![$(self.$idx.into_value()?),+]))
             }
         }
     };
@@ -105,6 +153,38 @@ args_tuple!(A: 0, B: 1, C: 2);
 args_tuple!(A: 0, B: 1, C: 2, D: 3);
 args_tuple!(A: 0, B: 1, C: 2, D: 3, E: 4);
 args_tuple!(A: 0, B: 1, C: 2, D: 3, E: 4, F: 5);
+
+/// What a callback's Scriptling function returned.
+///
+/// Ignore it, or convert it with [`extract`](Returned::extract), whose error
+/// names the plugin function and the callback's parameter.
+#[derive(Debug, Clone)]
+pub struct Returned {
+    value: Value,
+    /// `each(): on_item`, for errors.
+    origin: String,
+}
+
+impl Returned {
+    /// Converts the result to `T`.
+    ///
+    /// Fails, naming the callback and what `T` expects, when it does not fit:
+    /// `each(): on_item returned a value that must be a bool, got string`.
+    pub fn extract<T: FromValue>(self) -> Result<T, CallError> {
+        T::from_value(self.value)
+            .map_err(|e| CallError::new(format!("{} returned a value that{} {}", self.origin, e.path(), e.reason())))
+    }
+
+    /// The result as it came.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The result as it came, owned.
+    pub fn into_value(self) -> Value {
+        self.value
+    }
+}
 
 #[derive(Serialize)]
 struct CallbackParams<'a> {
@@ -121,22 +201,18 @@ impl Callback {
         &self.id
     }
 
-    /// Calls the function with positional arguments, blocking until the host
-    /// answers, and converts its result to `T`.
-    pub fn call<T: FromValue>(&self, args: impl IntoArgs) -> Result<T, CallError> {
-        self.call_kw(args, BTreeMap::new())
-    }
-
-    /// Calls the function with positional and keyword arguments, blocking
-    /// until the host answers.
-    pub fn call_kw<T: FromValue>(&self, args: impl IntoArgs, kwargs: BTreeMap<String, Value>) -> Result<T, CallError> {
+    /// Calls the function, blocking until the host answers.
+    ///
+    /// For sync handlers; `async` ones use [`call_async`](Callback::call_async)
+    /// (this form fails there, since it would stall the async runtime).
+    pub fn call(&self, args: impl IntoArgs) -> Result<Returned, CallError> {
         if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
             return Err(CallError::new(format!(
-                "callback {}: use `call_async(..).await` in async code; the blocking form would stall the async runtime",
-                self.id
+                "{}: use `call_async(..).await` in async code; the blocking form would stall the async runtime",
+                self.origin()
             )));
         }
-        let (scope, params) = self.prepare(args, kwargs)?;
+        let (scope, params) = self.prepare(args)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
             let pending = scope.link.request_blocking("callback.call", &params).map_err(|e| self.failure(e))?;
@@ -145,18 +221,9 @@ impl Callback {
         self.reply(reply)
     }
 
-    /// Calls the function from async code and converts its result to `T`.
-    pub async fn call_async<T: FromValue>(&self, args: impl IntoArgs) -> Result<T, CallError> {
-        self.call_kw_async(args, BTreeMap::new()).await
-    }
-
-    /// Calls the function from async code, with keyword arguments.
-    pub async fn call_kw_async<T: FromValue>(
-        &self,
-        args: impl IntoArgs,
-        kwargs: BTreeMap<String, Value>,
-    ) -> Result<T, CallError> {
-        let (scope, params) = self.prepare(args, kwargs)?;
+    /// Calls the function from async code.
+    pub async fn call_async(&self, args: impl IntoArgs) -> Result<Returned, CallError> {
+        let (scope, params) = self.prepare(args)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
             let pending = scope.link.request_async("callback.call", &params).map_err(|e| self.failure(e))?;
@@ -165,17 +232,24 @@ impl Callback {
         self.reply(reply)
     }
 
+    /// `each(): on_item (cb-1)`: the plugin function, the parameter and the id.
+    fn origin(&self) -> String {
+        let function = self.scope.as_ref().map(|s| s.call.label());
+        match (function, &self.param) {
+            (Some(function), Some(param)) => format!("{function}(): {param}"),
+            (Some(function), None) => format!("{function}(): callback {}", self.id),
+            (None, Some(param)) => format!("{param}"),
+            (None, None) => format!("callback {}", self.id),
+        }
+    }
+
     /// Checks the callback can still be called and builds its request.
     ///
     /// The caller marks its call as waiting on the host *before* sending it:
     /// by the time the host sees the request (and may send the plugin more
     /// work), the pool already counts this thread as waiting and has handed
     /// on what was lent to it.
-    fn prepare<'a>(
-        &'a self,
-        args: impl IntoArgs,
-        kwargs: BTreeMap<String, Value>,
-    ) -> Result<(&'a CallScope, CallbackParams<'a>), CallError> {
+    fn prepare(&self, args: impl IntoArgs) -> Result<(&CallScope, CallbackParams<'_>), CallError> {
         let id = &self.id;
         let Some(scope) = &self.scope else {
             return Err(CallError::new(format!(
@@ -187,34 +261,33 @@ impl Callback {
                 "unknown callback {id}: it expired when the plugin call that received it returned"
             )));
         }
-        let args =
-            args.into_args().map_err(|e| CallError::new(format!("callback {id}: cannot send its arguments: {e}")))?;
-        Ok((scope, CallbackParams { id, args, kwargs }))
+        let args = args
+            .into_args()
+            .map_err(|e| CallError::new(format!("{}: cannot send its arguments: {e}", self.origin())))?;
+        Ok((scope, CallbackParams { id, args: args.positional, kwargs: args.keyword }))
     }
 
-    fn reply<T: FromValue>(&self, reply: Reply) -> Result<T, CallError> {
+    fn reply(&self, reply: Reply) -> Result<Returned, CallError> {
         let raw = reply.map_err(|e| self.failure(e))?;
         let value: Value = codec::decode(raw.get().as_bytes())
-            .map_err(|e| CallError::new(format!("callback {}: the host's answer is not a value: {e}", self.id)))?;
-        T::from_value(value).map_err(|e| {
-            CallError::new(format!("callback {} returned a value that{} {}", self.id, e.path(), e.reason()))
-        })
+            .map_err(|e| CallError::new(format!("{}: the host's answer is not a value: {e}", self.origin())))?;
+        Ok(Returned { value, origin: self.origin() })
     }
 
     fn failure(&self, error: OutgoingError) -> CallError {
         match error {
             // The script's own error: pass its message through untouched.
             OutgoingError::Remote { message, .. } => CallError::new(message),
-            OutgoingError::Closed(reason) => CallError::new(format!("callback {} failed: {reason}", self.id)),
+            OutgoingError::Closed(reason) => CallError::new(format!("{} failed: {reason}", self.origin())),
             OutgoingError::Malformed(why) => {
-                CallError::new(format!("callback {}: the host's answer is malformed: {why}", self.id))
+                CallError::new(format!("{}: the host's answer is malformed: {why}", self.origin()))
             }
             OutgoingError::TimedOut(limit) => CallError::new(format!(
-                "callback {}: the host did not answer within {limit:?} (Plugin::callback_timeout)",
-                self.id
+                "{}: the host did not answer within {limit:?} (Plugin::callback_timeout)",
+                self.origin()
             )),
             OutgoingError::Unsupported(reason) => CallError::new(reason),
-            OutgoingError::Unsendable(reason) => CallError::new(format!("callback {}: {reason}", self.id)),
+            OutgoingError::Unsendable(reason) => CallError::new(format!("{}: {reason}", self.origin())),
         }
     }
 }
@@ -222,9 +295,14 @@ impl Callback {
 impl FromValue for Callback {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
-            Value::Callback(CallbackRef { id }) => Ok(Callback { id, scope: context::current() }),
+            Value::Callback(CallbackRef { id }) => Ok(Callback { id, param: None, scope: context::current() }),
             other => Err(FromValueError::mismatch("a function", &other)),
         }
+    }
+    fn from_argument(value: Value, param: &Cow<'static, str>) -> Result<Self, FromValueError> {
+        let mut callback = Self::from_value(value)?;
+        callback.param = Some(param.clone());
+        Ok(callback)
     }
     fn expected() -> std::borrow::Cow<'static, str> {
         "a function".into()

@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use crate::call::error::CallError;
 use crate::call::objects::{ClassInfo, PluginClass};
-use crate::exports::function::{self, Args, Function};
+use crate::exports::function::{Args, Function};
 use crate::exports::schema::{ClassSchema, FunctionSchema, PropertySchema};
 use crate::exports::script;
-use crate::value::Value;
 
 /// The impl side of a plugin class: its constructor, methods and properties.
 ///
@@ -26,31 +25,6 @@ use crate::value::Value;
 pub trait PluginClassMethods: PluginClass {
     /// The class's descriptor.
     fn class() -> Class;
-}
-
-/// What a `#[constructor]` may return: the class itself, or
-/// `Result<Self, E>` with `E: Display`.
-#[doc(hidden)]
-#[diagnostic::on_unimplemented(
-    message = "a #[constructor] must return `Self` or `Result<Self, E>`",
-    label = "this returns `{Self}`, not `{C}`"
-)]
-pub trait ConstructorReturn<C> {
-    /// Converts the new object into its remote value.
-    fn into_constructed(self) -> Result<Value, CallError>;
-}
-
-// Bounded by `PluginClassMethods`, not `PluginClass`: see `private.rs`.
-impl<C: PluginClassMethods> ConstructorReturn<C> for C {
-    fn into_constructed(self) -> Result<Value, CallError> {
-        function::returned(crate::call::objects::into_remote(self))
-    }
-}
-
-impl<C: PluginClassMethods, E: std::fmt::Display> ConstructorReturn<C> for Result<C, E> {
-    fn into_constructed(self) -> Result<Value, CallError> {
-        self.map_err(function::user_error)?.into_constructed()
-    }
 }
 
 /// A property: a getter, and a setter if Scriptling may assign it.

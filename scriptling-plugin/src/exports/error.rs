@@ -26,6 +26,9 @@ pub enum ServeError {
         /// Why (what the host did).
         reason: String,
     },
+    /// The `log` or `tracing` bridge could not be installed: the process
+    /// already has a global logger or subscriber.
+    Logging(String),
 }
 
 impl fmt::Debug for ServeError {
@@ -43,6 +46,7 @@ impl fmt::Display for ServeError {
             ServeError::Config(problem) => write!(f, "invalid transport configuration: {problem}"),
             ServeError::Io(e) => write!(f, "plugin transport failed: {e}"),
             ServeError::Usage(text) => f.write_str(text),
+            ServeError::Logging(why) => write!(f, "cannot send logs to the host: {why}"),
             ServeError::Undelivered { answers, reason } => {
                 let plural = if *answers == 1 { "" } else { "s" };
                 write!(f, "{answers} answer{plural} to the host could not be delivered: {reason}")
@@ -55,9 +59,11 @@ impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ServeError::Io(e) => Some(e),
-            ServeError::Invalid(_) | ServeError::Config(_) | ServeError::Usage(_) | ServeError::Undelivered { .. } => {
-                None
-            }
+            ServeError::Invalid(_)
+            | ServeError::Config(_)
+            | ServeError::Usage(_)
+            | ServeError::Undelivered { .. }
+            | ServeError::Logging(_) => None,
         }
     }
 }
@@ -65,5 +71,23 @@ impl std::error::Error for ServeError {
 impl From<std::io::Error> for ServeError {
     fn from(e: std::io::Error) -> Self {
         ServeError::Io(e)
+    }
+}
+
+/// So `scriptling_plugin::tracing::init()?` works in a `main` that returns
+/// `Result<(), ServeError>`.
+#[cfg(feature = "tracing")]
+impl From<tracing_subscriber::util::TryInitError> for ServeError {
+    fn from(e: tracing_subscriber::util::TryInitError) -> Self {
+        ServeError::Logging(format!("{e} (compose scriptling_plugin::tracing::HostLayer with your own layers instead)"))
+    }
+}
+
+/// So `scriptling_plugin::log::init(..)?` works in a `main` that returns
+/// `Result<(), ServeError>`.
+#[cfg(feature = "log")]
+impl From<log::SetLoggerError> for ServeError {
+    fn from(e: log::SetLoggerError) -> Self {
+        ServeError::Logging(e.to_string())
     }
 }

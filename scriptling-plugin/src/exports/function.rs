@@ -20,7 +20,7 @@
 //! ```
 
 use std::borrow::Cow;
-use std::fmt::{Display, Write as _};
+use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -294,39 +294,6 @@ pub(crate) fn returned(value: Result<Value, IntoValueError>) -> CallOutcome {
     value.map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
 }
 
-/// A handler's own error as the call's.
-pub(crate) fn user_error(e: impl Display) -> CallError {
-    CallError::new(e.to_string())
-}
-
-/// What a `#[plugin_fn]` function may return: any [`IntoValue`] type, or a
-/// `Result<T, E>` whose error message (`E: Display`) becomes the call's error.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be returned to Scriptling",
-    label = "return type does not implement `IntoValue`",
-    note = "return a supported type (bool, integers, f32/f64, String, &str, Vec<T>, HashMap<String, T>, Option<T>, tuples, Value, ()), derive it with `#[derive(IntoValue)]`, wrap a serde type in `Json<T>`, or implement `IntoValue` for it",
-    note = "or return `Result<T, E>` with such a `T` and `E: Display`: the error's message becomes the call's error"
-)]
-pub trait IntoCallResult {
-    /// Converts the return value into the call's outcome.
-    fn into_call_result(self) -> Result<Value, CallError>;
-}
-
-impl<T: IntoValue> IntoCallResult for T {
-    fn into_call_result(self) -> Result<Value, CallError> {
-        result_value(self)
-    }
-}
-
-impl<T: IntoValue, E: Display> IntoCallResult for Result<T, E> {
-    fn into_call_result(self) -> Result<Value, CallError> {
-        match self {
-            Ok(v) => result_value(v),
-            Err(e) => Err(user_error(e)),
-        }
-    }
-}
-
 /// The arguments of one call, bound to the callable's parameters.
 ///
 /// Binding has already checked the call's shape (too many arguments, unknown
@@ -446,7 +413,7 @@ impl Args {
     }
 
     fn convert<T: FromValue>(&self, index: usize, value: Value) -> Result<T, CallError> {
-        T::from_value(value).map_err(|e| {
+        T::from_argument(value, &self.signature.params[index].name).map_err(|e| {
             CallError::about_call(format!(
                 "argument '{}'{} {}",
                 self.signature.params[index].name,
@@ -489,21 +456,6 @@ mod tests {
             Ok(_) => panic!("expected an error"),
             Err(e) => e.into_message("greet"),
         }
-    }
-
-    /// The note on what a function may return repeats `IntoValue`'s: one
-    /// list of types, not two that drift apart.
-    #[test]
-    fn return_notes_agree_with_into_value() {
-        let first_note = |source: &str, marker: &str| {
-            let from = source.find(marker).expect("marker");
-            let note = &source[from..];
-            let start = note.find("note = \"").expect("a note") + 8;
-            note[start..start + note[start..].find('"').expect("end")].to_owned()
-        };
-        let into_value = first_note(include_str!("../value/convert.rs"), "cannot be returned to Scriptling");
-        let call_result = first_note(include_str!("function.rs"), "cannot be returned to Scriptling");
-        assert_eq!(call_result, into_value);
     }
 
     #[test]
@@ -552,9 +504,8 @@ mod tests {
 
     #[test]
     fn return_values_and_errors() {
-        assert_eq!(5i32.into_call_result(), Ok(Value::Int(5)));
-        assert_eq!(Err::<i32, _>("boom").into_call_result().unwrap_err().into_message("f"), "boom");
-        let err = u64::MAX.into_call_result().unwrap_err().into_message("f");
+        assert_eq!(returned(5i32.into_value()), Ok(Value::Int(5)));
+        let err = returned(u64::MAX.into_value()).unwrap_err().into_message("f");
         assert!(err.starts_with("f(): cannot return the result: the u64"), "{err}");
     }
 }

@@ -109,18 +109,33 @@ impl Plugin {
         }
     }
 
-    /// Registers a `#[plugin_fn]` function: `.function::<greet>()`.
+    /// Registers everything a [`#[plugin_module]`](crate::plugin_module)
+    /// module exports: `.exports(textkit::exports)`.
+    ///
+    /// The way to register attribute-marked items: the module lists them, so
+    /// none can be forgotten. The one-at-a-time methods below are for items
+    /// outside such a module and exports chosen at run time.
+    pub fn exports(self, exports: impl FnOnce(Plugin) -> Plugin) -> Self {
+        exports(self)
+    }
+
+    /// Registers one `#[plugin_fn]` function: `.function::<greet>()`.
+    ///
+    /// Typed by the attribute's descriptor, so registering something that is
+    /// not an exported function is a compile error; [`add_function`]
+    /// (Plugin::add_function) takes a [`Function`] built by hand instead.
     pub fn function<F: PluginFunction>(self) -> Self {
         self.add_function(F::function())
     }
 
-    /// Registers a hand-built [`Function`].
+    /// Registers a hand-built [`Function`] (see [`Function::new`]).
     pub fn add_function(mut self, function: Function) -> Self {
         self.functions.push(function);
         self
     }
 
-    /// Registers a `#[plugin_class]` class: `.class::<Counter>()`.
+    /// Registers one `#[plugin_class]` class: `.class::<Counter>()`; the
+    /// typed form of [`add_class`](Plugin::add_class), as for functions.
     pub fn class<C: PluginClassMethods>(self) -> Self {
         self.add_class(C::class())
     }

@@ -13,7 +13,19 @@ use crate::call::objects::{Object, ObjectReadGuard, ObjectWriteGuard};
 use crate::exports::class::{Class, PluginClassMethods};
 use crate::exports::function::Args;
 use crate::exports::script;
-use crate::value::convert::IntoValue;
+use crate::value::Value;
+use crate::value::convert::{IntoValue, IntoValueError};
+
+/// A function's or method's returned value as the call's outcome.
+pub fn returned(value: Result<Value, IntoValueError>) -> Result<Value, CallError> {
+    crate::exports::function::returned(value)
+}
+
+/// A constructor's new object as the call's outcome: it joins the object
+/// table and goes back as a remote value.
+pub fn constructed<T: PluginClassMethods>(object: T) -> Result<Value, CallError> {
+    crate::exports::function::returned(crate::call::objects::into_remote(object))
+}
 
 /// `Class::new::<T>()`.
 pub fn class_of<T: PluginClassMethods>() -> Class {
@@ -77,7 +89,8 @@ pub trait ShowDefault {
 impl<T: IntoValue> ShowDefault for &Shown<T> {
     fn shown(&self, rust: &'static str) -> String {
         let value = self.0.take().map(IntoValue::into_value);
-        value.and_then(Result::ok).and_then(|v| script::literal(&v).ok()).unwrap_or_else(|| rust.to_owned())
+        let literal = |v: Value| script::literal_in_order(&v, T::key_order()).ok();
+        value.and_then(Result::ok).and_then(literal).unwrap_or_else(|| rust.to_owned())
     }
 }
 

@@ -87,6 +87,20 @@ pub(crate) fn literal(value: &Value) -> Result<String, String> {
     })
 }
 
+/// [`literal`], with a top-level dict's keys in `order` first (a derived
+/// struct's field order), then any others in sorted order.
+pub(crate) fn literal_in_order(value: &Value, order: &[&str]) -> Result<String, String> {
+    let Value::Dict(entries) = value else { return literal(value) };
+    if order.is_empty() {
+        return literal(value);
+    }
+    let ordered = order.iter().filter_map(|k| entries.get_key_value(*k));
+    let rest = entries.iter().filter(|(k, _)| !order.contains(&k.as_str()));
+    let entries: Result<Vec<String>, String> =
+        ordered.chain(rest).map(|(k, v)| Ok(format!("{}: {}", quote(k), literal(v)?))).collect();
+    Ok(format!("{{{}}}", entries?.join(", ")))
+}
+
 /// The library name Scriptling code uses to reach this plugin.
 pub(crate) fn host_library(name: &str) -> String {
     if name.starts_with("plugin.") { name.to_owned() } else { format!("plugin.{name}") }

@@ -67,6 +67,19 @@ pub trait FromValue: Sized {
     fn expected() -> Cow<'static, str> {
         Cow::Owned(format!("a {}", crate::support::short_type_name::<Self>()))
     }
+
+    /// Converts the argument passed for the parameter `param`. The SDK calls
+    /// this, not [`from_value`](FromValue::from_value), for a function's
+    /// arguments, so a [`Callback`](crate::Callback) can name its parameter
+    /// in its errors; every other type keeps this default.
+    #[doc(hidden)]
+    // A `&Cow` rather than `&str`: a callback keeps the name, and cloning a
+    // borrowed `'static` name costs no allocation.
+    #[allow(clippy::ptr_arg)]
+    fn from_argument(value: Value, param: &Cow<'static, str>) -> Result<Self, FromValueError> {
+        let _ = param;
+        Self::from_value(value)
+    }
 }
 
 /// Turns a Rust value into a Scriptling [`Value`] (implemented for the
@@ -89,6 +102,17 @@ pub trait FromValue: Sized {
 pub trait IntoValue {
     /// Converts the value.
     fn into_value(self) -> Result<Value, IntoValueError>;
+
+    /// For a type written as a dict, its keys in declaration order, so help
+    /// text can show a default as the user wrote the type rather than in the
+    /// dict's sorted order. `#[derive(IntoValue)]` fills it in.
+    #[doc(hidden)]
+    fn key_order() -> &'static [&'static str]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
 }
 
 /// Why a [`Value`] could not become the requested Rust type.
@@ -437,6 +461,12 @@ impl<T: FromValue> FromValue for Option<T> {
     fn expected() -> Cow<'static, str> {
         format!("{} or None", T::expected()).into()
     }
+    fn from_argument(value: Value, param: &Cow<'static, str>) -> Result<Self, FromValueError> {
+        match value {
+            Value::Null => Ok(None),
+            other => T::from_argument(other, param).map(Some),
+        }
+    }
 }
 
 impl<T: IntoValue> IntoValue for Option<T> {
@@ -453,7 +483,7 @@ macro_rules! tuple {
             fn from_value(value: Value) -> Result<Self, FromValueError> {
                 // The same reading as a derived tuple struct's.
                 let mut items = crate::value::derive::list(value, $len, &Self::expected())?;
-                Ok(($(crate::value::derive::item::<$name>(&mut items, $idx)?,)+))
+                Ok(($(crate::value::derive::item(&mut items, $idx, <$name as FromValue>::from_value)?,)+))
             }
             fn expected() -> Cow<'static, str> {
                 concat!("a list of ", $len, " items").into()

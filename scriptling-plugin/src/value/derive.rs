@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::support::{quoted_names, string_literal};
 use crate::value::Value;
-use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
+use crate::value::convert::{FromValueError, IntoValueError};
 
 /// A dict's entries, taken by the fields one by one.
 pub type Entries = BTreeMap<String, Value>;
@@ -31,25 +31,42 @@ pub fn no_other_keys(entries: &Entries, known: &[&str]) -> Result<(), FromValueE
     }))
 }
 
+/// `<T as FromValue>::from_value`.
+pub type Convert<T> = fn(Value) -> Result<T, FromValueError>;
+
+/// `<T as IntoValue>::into_value`.
+pub type Write<T> = fn(T) -> Result<Value, IntoValueError>;
+
 /// The field stored under `key`. A missing key reads as `None`, so an
 /// `Option` (or `Value`) field may be left out; any other field must be there.
-pub fn field<T: FromValue>(entries: &mut Entries, key: &str) -> Result<T, FromValueError> {
+///
+/// The helpers here take the conversion (`<T as FromValue>::from_value`,
+/// written by the derive at the field's type) rather than a `T: FromValue`
+/// bound, so a field type lacking the trait is reported at the field through
+/// the public trait, never through a bound on a hidden helper.
+pub fn field<T>(entries: &mut Entries, key: &str, convert: Convert<T>) -> Result<T, FromValueError> {
     match entries.remove(key) {
-        Some(value) => T::from_value(value).map_err(|e| e.at_key(key)),
-        None => T::from_value(Value::Null).map_err(|_| FromValueError::message(format!("is missing key '{key}'"))),
+        Some(value) => convert(value).map_err(|e| e.at_key(key)),
+        None => convert(Value::Null).map_err(|_| FromValueError::message(format!("is missing key '{key}'"))),
     }
 }
 
 /// The field stored under `key`, or `default()` when the key is missing.
-pub fn field_or_else<T: FromValue>(
+pub fn field_or_else<T>(
     entries: &mut Entries,
     key: &str,
+    convert: Convert<T>,
     default: impl FnOnce() -> T,
 ) -> Result<T, FromValueError> {
     match entries.remove(key) {
-        Some(value) => T::from_value(value).map_err(|e| e.at_key(key)),
+        Some(value) => convert(value).map_err(|e| e.at_key(key)),
         None => Ok(default()),
     }
+}
+
+/// The field stored under `key`, or `None` when the key is missing.
+pub fn field_opt<T>(entries: &mut Entries, key: &str, convert: Convert<T>) -> Result<Option<T>, FromValueError> {
+    entries.remove(key).map(|value| convert(value).map_err(|e| e.at_key(key))).transpose()
 }
 
 /// The items of `value`, which must be a list of exactly `len` items.
@@ -64,8 +81,8 @@ pub fn list(value: Value, len: usize, expected: &str) -> Result<std::vec::IntoIt
 }
 
 /// The next item of a list checked by [`list`], converted.
-pub fn item<T: FromValue>(items: &mut std::vec::IntoIter<Value>, index: usize) -> Result<T, FromValueError> {
-    T::from_value(items.next().unwrap_or_default()).map_err(|e| e.at_index(index))
+pub fn item<T>(items: &mut std::vec::IntoIter<Value>, index: usize, convert: Convert<T>) -> Result<T, FromValueError> {
+    convert(items.next().unwrap_or_default()).map_err(|e| e.at_index(index))
 }
 
 /// The variant named by `value`: a string for a variant without data, a
@@ -105,15 +122,15 @@ pub fn variant_form(name: &str, has_data: bool) -> FromValueError {
 }
 
 /// Stores field `value` under `key`.
-pub fn put<T: IntoValue>(entries: &mut Entries, key: &str, value: T) -> Result<(), IntoValueError> {
-    let value = value.into_value().map_err(|e| IntoValueError::new(format!("field '{key}': {e}")))?;
+pub fn put<T>(entries: &mut Entries, key: &str, value: T, convert: Write<T>) -> Result<(), IntoValueError> {
+    let value = convert(value).map_err(|e| IntoValueError::new(format!("field '{key}': {e}")))?;
     entries.insert(key.to_owned(), value);
     Ok(())
 }
 
 /// `value` as a list item at `index`.
-pub fn element<T: IntoValue>(index: usize, value: T) -> Result<Value, IntoValueError> {
-    value.into_value().map_err(|e| IntoValueError::new(format!("item {index}: {e}")))
+pub fn element<T>(index: usize, value: T, convert: Write<T>) -> Result<Value, IntoValueError> {
+    convert(value).map_err(|e| IntoValueError::new(format!("item {index}: {e}")))
 }
 
 /// A variant with data: a dict with one entry, its name, holding `data`.
@@ -124,6 +141,7 @@ pub fn tagged(name: &str, data: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::convert::FromValue;
 
     fn entries(pairs: &[(&str, Value)]) -> Entries {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
@@ -132,11 +150,11 @@ mod tests {
     #[test]
     fn fields_report_their_key_and_missing_options_read_as_none() {
         let mut e = entries(&[("limit", Value::from("ten"))]);
-        let err = field::<i64>(&mut e, "limit").unwrap_err();
+        let err = field(&mut e, "limit", <i64>::from_value).unwrap_err();
         assert_eq!(err.to_string(), "value['limit'] must be an int, got string");
-        assert_eq!(field::<Option<i64>>(&mut e, "absent"), Ok(None));
-        assert_eq!(field::<i64>(&mut e, "absent").unwrap_err().reason(), "is missing key 'absent'");
-        assert_eq!(field_or_else(&mut e, "absent", || 7i64), Ok(7));
+        assert_eq!(field(&mut e, "absent", <Option<i64>>::from_value), Ok(None));
+        assert_eq!(field(&mut e, "absent", <i64>::from_value).unwrap_err().reason(), "is missing key 'absent'");
+        assert_eq!(field_or_else(&mut e, "absent", i64::from_value, || 7i64), Ok(7));
     }
 
     #[test]
@@ -149,7 +167,7 @@ mod tests {
         // A key from the host cannot break the message, nor a path.
         let e = entries(&[("it's\n", Value::Int(1))]);
         assert_eq!(no_other_keys(&e, &[]).unwrap_err().reason(), r"has unknown key 'it\'s\n'; it takes no keys");
-        let err = field::<i64>(&mut entries(&[("a'b", Value::Null)]), "a'b").unwrap_err();
+        let err = field(&mut entries(&[("a'b", Value::Null)]), "a'b", i64::from_value).unwrap_err();
         assert_eq!(err.to_string(), r"value['a\'b'] must be an int, got None");
         assert!(no_other_keys(&entries(&[("limit", Value::Int(1))]), &["limit"]).is_ok());
     }
@@ -159,7 +177,10 @@ mod tests {
         let err = list(Value::List(vec![Value::Int(1)]), 2, "a list of 2 items").unwrap_err();
         assert_eq!(err.reason(), "must be a list of 2 items, got a list of 1");
         let mut items = list(Value::List(vec![Value::Int(1), Value::from("x")]), 2, "").unwrap();
-        assert_eq!(item::<i64>(&mut items, 0), Ok(1));
-        assert_eq!(item::<i64>(&mut items, 1).unwrap_err().to_string(), "value[1] must be an int, got string");
+        assert_eq!(item(&mut items, 0, i64::from_value), Ok(1));
+        assert_eq!(
+            item(&mut items, 1, i64::from_value).unwrap_err().to_string(),
+            "value[1] must be an int, got string"
+        );
     }
 }
