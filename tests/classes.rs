@@ -481,7 +481,7 @@ fn many_async_exclusive_calls_lose_no_update() {
 
 #[test]
 fn a_call_that_reaches_its_own_object_fails_at_once_naming_the_borrow() {
-    let mut host = Host::in_process(plugin()).unwrap();
+    let host = Host::in_process(plugin()).unwrap();
     // Waiting on itself used to hang for ever: a timeout makes that a failure.
     host.set_timeout(Duration::from_secs(10));
     let c = host.new_object("Tracked", [Value::from("reentry"), Value::Int(3)]).unwrap();

@@ -1,5 +1,9 @@
-//! `#[plugin_module]`: every marked item in the module is exported, so a
+//! The API as a user writes it first. `#[plugin_module]`: every marked item in the module is exported, so a
 //! forgotten registration cannot happen (issue 21, item 2).
+
+// Owned parameters are what the attributes expect; they allow this pedantic
+// lint on exported items (CI runs clippy with -D warnings on every target).
+#![deny(clippy::needless_pass_by_value)]
 
 use scriptling_plugin::testing::Host;
 use scriptling_plugin::{Plugin, Value, plugin_module};
@@ -82,4 +86,19 @@ fn a_callback_result_is_ignored_by_the_obvious_line() {
     host.on_callback(|_, args, _| Ok(Value::from(format!("seen {}", args[0]))));
     let cb = Value::Callback(scriptling_plugin::CallbackRef { id: "cb-1".into() });
     assert_eq!(host.call("each_word", [Value::from("a b"), cb]).unwrap(), Value::Null);
+}
+
+/// Sleeps, so a short request timeout expires first.
+#[scriptling_plugin::plugin_fn]
+fn slow() {
+    std::thread::sleep(std::time::Duration::from_millis(500));
+}
+
+#[test]
+fn a_shared_host_can_change_its_timeout() {
+    // `set_timeout` takes `&self`, like `set_jitter`: no `mut` binding needed.
+    let host = Host::in_process(Plugin::new("slow", "1", "").function::<slow>()).unwrap();
+    host.set_timeout(std::time::Duration::from_millis(50));
+    let err = host.call("slow", []).unwrap_err();
+    assert!(err.to_string().contains("timed out") || err.to_string().contains("within"), "{err}");
 }

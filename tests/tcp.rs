@@ -42,7 +42,7 @@ fn serve(env: &[(&str, &str)]) -> Server {
 
 impl Server {
     fn host(&self) -> Host {
-        let mut host = Host::connect_tcp(self.addr).expect("connect");
+        let host = Host::connect_tcp(self.addr).expect("connect");
         host.set_timeout(WAIT);
         host
     }

@@ -52,6 +52,11 @@ mod shim;
 /// }
 /// ```
 ///
+/// Parameters are owned (`String`, `Vec<T>`): each argument is converted
+/// into a fresh value the function owns, so borrowing would only add a copy.
+/// The attribute allows clippy's pedantic `needless_pass_by_value` on the
+/// function for that reason.
+///
 /// The doc comment becomes the function's `help()` text. The function may
 /// return any `IntoValue` type or `Result<T, E>` with `E: Display`; the
 /// error's message becomes the Scriptling error. A panic becomes an error

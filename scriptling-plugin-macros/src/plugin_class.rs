@@ -413,7 +413,9 @@ fn generate(item: &ItemImpl, members: &[Member], setters: &[(usize, usize)]) -> 
         class = quote!(#krate::__private::on_destroy::<#self_ty>(#class, #hook));
     }
     let methods = methods_impl(item, class);
+    // Owned parameters are right for exported methods, as for functions.
     quote! {
+        #[allow(clippy::needless_pass_by_value)]
         #item
         #methods
     }

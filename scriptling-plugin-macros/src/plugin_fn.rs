@@ -91,7 +91,10 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let wrapper = options.str("wrapper").map(|w| quote!(.source(#w)));
     let hidden = options.flag("hidden").then(|| quote!(.hidden()));
     let descriptor = descriptor(func, quote!(#function #wrapper #hidden));
+    // Owned parameters are right here: each argument is converted into a
+    // fresh value the function owns, so a borrow would only add a copy.
     quote! {
+        #[allow(clippy::needless_pass_by_value)]
         #func
         #descriptor
     }

@@ -1,5 +1,6 @@
-//! Entry points for the coverage-guided fuzz targets in `fuzz/` (feature
-//! `fuzzing`, not a public API): each runs one decoder on arbitrary bytes
+//! Entry points for the coverage-guided fuzz targets in `fuzz/`, built only
+//! under `cargo fuzz` (which sets `--cfg fuzzing`; a feature would be public
+//! API, since features are additive): each runs one decoder on arbitrary bytes
 //! and panics if an invariant breaks.
 
 use crate::rpc::{self, Frame, Message};

@@ -61,7 +61,7 @@ mod value;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzz;
 

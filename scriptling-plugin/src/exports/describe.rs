@@ -32,6 +32,12 @@ pub(crate) fn describe(handshake: &Json) -> String {
         out.push_str("\nclasses:\n");
         for class in classes {
             entry(&mut out, 1, signed(&class["name"], &class["description"]));
+            // The constructor's own doc, when it says more than the class's.
+            let (_, class_doc) = signed(&class["name"], &class["description"]);
+            let (_, constructor_doc) = signed(&class["constructor"]["name"], &class["constructor"]["description"]);
+            if !constructor_doc.is_empty() && constructor_doc != class_doc {
+                entry(&mut out, 2, ("constructor", constructor_doc));
+            }
             for method in list(&class["methods"]) {
                 entry(&mut out, 2, signed(&method["name"], &method["description"]));
             }
@@ -101,6 +107,7 @@ mod tests {
                 "classes": [{
                     "name": "Counter",
                     "description": "Counter(start=0)\n\nA counter.",
+                    "constructor": {"name": "Counter", "description": "Counter(start=0)\n\nStarts at `start`."},
                     "methods": [{"name": "inc", "description": "inc(amount=1)"}],
                     "properties": [{"name": "value", "description": "value\n\nThe value.", "settable": true}]
                 }],
@@ -118,6 +125,8 @@ mod tests {
              classes:\n\
              \x20 Counter(start=0)\n\
              \x20     A counter.\n\
+             \x20   constructor\n\
+             \x20       Starts at `start`.\n\
              \x20   inc(amount=1)\n\
              \x20   value (property, settable)\n\
              \x20       The value.\n\

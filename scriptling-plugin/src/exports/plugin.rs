@@ -122,8 +122,9 @@ impl Plugin {
     /// Registers one `#[plugin_fn]` function: `.function::<greet>()`.
     ///
     /// Typed by the attribute's descriptor, so registering something that is
-    /// not an exported function is a compile error; [`add_function`]
-    /// (Plugin::add_function) takes a [`Function`] built by hand instead.
+    /// not an exported function is a compile error;
+    /// [`add_function`](Plugin::add_function) takes a [`Function`] built by
+    /// hand instead.
     pub fn function<F: PluginFunction>(self) -> Self {
         self.add_function(F::function())
     }

@@ -254,7 +254,7 @@ pub(crate) fn decode_envelope(text: &str) -> Option<Message<'_>> {
 
 /// The common-shape reader alone (for the fuzzer, which checks it against
 /// [`decode_envelope`]).
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 pub(crate) fn scan_request(text: &str) -> Option<Request<'_>> {
     scan::request(text)
 }

@@ -45,7 +45,8 @@ pub struct Host {
     shared: Arc<Shared>,
     next_id: AtomicU64,
     unrouted: Mutex<Receiver<serde_json::Value>>,
-    timeout: Duration,
+    /// How long a request waits for its response, in nanoseconds.
+    timeout: AtomicU64,
     backend: Mutex<Backend>,
 }
 
@@ -160,14 +161,16 @@ impl Host {
             shared,
             next_id: AtomicU64::new(1),
             unrouted: Mutex::new(unrouted_rx),
-            timeout: DEFAULT_TIMEOUT,
+            timeout: AtomicU64::new(nanos(DEFAULT_TIMEOUT)),
             backend: Mutex::new(backend),
         }
     }
 
-    /// Changes how long requests wait for their response.
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout;
+    /// Changes how long requests wait for their response. Takes `&self`,
+    /// like [`set_jitter`](Host::set_jitter), so a host shared between
+    /// threads can be tuned.
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.timeout.store(nanos(timeout), Ordering::Relaxed);
     }
 
     /// The most each of the plugin's own requests (`callback.call`,
@@ -176,7 +179,7 @@ impl Host {
     /// Longer delays shake out ordering bugs: a plugin must not rely on its
     /// requests being handled in the order it sent them.
     pub fn set_jitter(&self, max: Duration) {
-        self.shared.jitter.store(u64::try_from(max.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.shared.jitter.store(nanos(max), Ordering::Relaxed);
     }
 
     /// Answers the plugin's `callback.call` requests with `handler(id, args,
@@ -315,7 +318,7 @@ impl Host {
             lock(&self.shared.pending).remove(&id);
             return Err(HostError::Closed);
         }
-        let response = rx.recv_timeout(self.timeout);
+        let response = rx.recv_timeout(Duration::from_nanos(self.timeout.load(Ordering::Relaxed)));
         lock(&self.shared.pending).remove(&id);
         let response = match response {
             Ok(r) => r,
@@ -535,4 +538,9 @@ impl<R: Read> Read for NoticeEnd<R> {
         }
         read
     }
+}
+
+/// `duration` in nanoseconds, saturating (an atomic holds it).
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -281,10 +281,11 @@ macro_rules! integer {
             fn from_value(value: Value) -> Result<Self, FromValueError> {
                 match value {
                     Value::Int(i) => <$t>::try_from(i).map_err(|_| {
+                        // Scriptling ints are i64: name only the bounds a script can reach.
                         FromValueError::message(format!(
                             "must be an int between {} and {}, got {i}",
-                            <$t>::MIN,
-                            <$t>::MAX
+                            (<$t>::MIN as i128).max(i64::MIN.into()),
+                            (<$t>::MAX as i128).min(i64::MAX.into())
                         ))
                     }),
                     other => Err(FromValueError::mismatch("an int", &other)),
@@ -521,7 +522,7 @@ mod tests {
         assert_eq!(from::<i8>(Value::Int(-129)), Err("value must be an int between -128 and 127, got -129".into()));
         assert_eq!(
             from::<u64>(Value::Int(-1)).unwrap_err(),
-            "value must be an int between 0 and 18446744073709551615, got -1"
+            "value must be an int between 0 and 9223372036854775807, got -1"
         );
         assert_eq!(from::<i64>(Value::Float(1.0)), Err("value must be an int, got float".into()));
         assert_eq!(from::<i64>(Value::Bool(true)), Err("value must be an int, got bool".into()));
