@@ -447,6 +447,12 @@ fn sleeps_per_call(spin_us: u32, calls: u32, gap: Duration) -> f64 {
 #[test]
 #[cfg(target_os = "linux")]
 fn the_reader_polls_for_the_next_request_instead_of_sleeping_when_asked() {
+    // On one CPU the spin is off by design (`Plugin::input_spin`): polling
+    // would only take the CPU from the host that is to write the request.
+    if std::thread::available_parallelism().map_or(2, usize::from) < 2 {
+        eprintln!("one CPU: the input spin is off there, nothing to measure");
+        return;
+    }
     // Each request comes 300 µs after the last answer: long enough for
     // the plugin to be waiting for it, well inside a generous window (so a
     // busy test machine does not outlast it).

@@ -158,21 +158,24 @@ args_tuple!(A: 0, B: 1, C: 2, D: 3, E: 4, F: 5);
 ///
 /// Ignore it, or convert it with [`extract`](Returned::extract), whose error
 /// names the plugin function and the callback's parameter.
+///
+/// It borrows the callback, so an error can name where it came from without
+/// building that text for every call that succeeds.
 #[derive(Debug, Clone)]
-pub struct Returned {
+pub struct Returned<'a> {
     value: Value,
-    /// `each(): on_item`, for errors.
-    origin: String,
+    callback: &'a Callback,
 }
 
-impl Returned {
+impl Returned<'_> {
     /// Converts the result to `T`.
     ///
     /// Fails, naming the callback and what `T` expects, when it does not fit:
     /// `each(): on_item returned a value that must be a bool, got string`.
     pub fn extract<T: FromValue>(self) -> Result<T, CallError> {
-        T::from_value(self.value)
-            .map_err(|e| CallError::new(format!("{} returned a value that{} {}", self.origin, e.path(), e.reason())))
+        T::from_value(self.value).map_err(|e| {
+            CallError::new(format!("{} returned a value that{} {}", self.callback.origin(), e.path(), e.reason()))
+        })
     }
 
     /// The result as it came.
@@ -205,7 +208,7 @@ impl Callback {
     ///
     /// For sync handlers; `async` ones use [`call_async`](Callback::call_async)
     /// (this form fails there, since it would stall the async runtime).
-    pub fn call(&self, args: impl IntoArgs) -> Result<Returned, CallError> {
+    pub fn call(&self, args: impl IntoArgs) -> Result<Returned<'_>, CallError> {
         if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
             return Err(CallError::new(format!(
                 "{}: use `call_async(..).await` in async code; the blocking form would stall the async runtime",
@@ -222,7 +225,7 @@ impl Callback {
     }
 
     /// Calls the function from async code.
-    pub async fn call_async(&self, args: impl IntoArgs) -> Result<Returned, CallError> {
+    pub async fn call_async(&self, args: impl IntoArgs) -> Result<Returned<'_>, CallError> {
         let (scope, params) = self.prepare(args)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
@@ -267,11 +270,11 @@ impl Callback {
         Ok((scope, CallbackParams { id, args: args.positional, kwargs: args.keyword }))
     }
 
-    fn reply(&self, reply: Reply) -> Result<Returned, CallError> {
+    fn reply(&self, reply: Reply) -> Result<Returned<'_>, CallError> {
         let raw = reply.map_err(|e| self.failure(e))?;
         let value: Value = codec::decode(raw.get().as_bytes())
             .map_err(|e| CallError::new(format!("{}: the host's answer is not a value: {e}", self.origin())))?;
-        Ok(Returned { value, origin: self.origin() })
+        Ok(Returned { value, callback: self })
     }
 
     fn failure(&self, error: OutgoingError) -> CallError {

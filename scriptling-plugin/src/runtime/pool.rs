@@ -124,6 +124,13 @@ impl State {
 }
 
 impl Pool {
+    /// The pool a plugin's `options` ask for: as many pulling threads as
+    /// cores, at most `max_sync_threads`, spinning for `input_spin`.
+    pub(crate) fn for_options(runtime: Handle, options: &crate::exports::core::Options) -> Self {
+        let parallelism = crate::runtime::dispatch::parallelism();
+        Self::new(Some(runtime), parallelism, options.max_sync_threads, options.input_spin)
+    }
+
     /// A pool of at most `max_threads` threads, `parallelism` of which pull
     /// work at once, each inside `runtime`; an idle thread polls for work
     /// for `spin` before it sleeps (not on one core).

@@ -65,7 +65,7 @@ use crate::call::link::{Link, Waits};
 use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
-use crate::runtime::dispatch::{Dispatcher, parallelism};
+use crate::runtime::dispatch::Dispatcher;
 use crate::runtime::pool::Pool;
 use crate::runtime::{panic, teardown};
 use crate::transport::http::conn::{Activity, Watched};
@@ -127,7 +127,7 @@ pub(crate) async fn serve(
     let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
     // HTTP cannot carry the plugin's own requests: no host channel.
     let options = &core.options;
-    let pool = Pool::new(Some(runtime.clone()), parallelism(), options.max_sync_threads, options.input_spin);
+    let pool = Pool::for_options(runtime.clone(), options);
     let link = Link::new(Arc::clone(&core.library), objects, classes, None, runtime, waits);
     let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
     let sweeper = config.object_ttl.map(|ttl| tokio::spawn(expire_idle_objects(Arc::clone(&dispatcher), ttl)));

@@ -201,8 +201,16 @@ pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Res
 #[cfg(unix)]
 impl<R: Read + std::os::fd::AsRawFd> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.wait_readable()?;
-        let n = self.inner.read(buf)?;
+        // A socket's writing clone shares its open file description, so the
+        // input may be non-blocking too: a wake-up with nothing to read
+        // waits again.
+        let n = loop {
+            self.wait_readable()?;
+            match self.inner.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                other => break other?,
+            }
+        };
         if self.quiet.is_some() {
             self.last_read = std::time::Instant::now();
         }

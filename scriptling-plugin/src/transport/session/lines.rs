@@ -34,6 +34,12 @@ impl<R: Read> LineReader<R> {
         self
     }
 
+    /// Whether a line over the limit ends the reading (see
+    /// [`stop_at_long_lines`](Self::stop_at_long_lines)).
+    pub(crate) fn stops_at_long_lines(&self) -> bool {
+        !self.skip_long
+    }
+
     /// The longest line accepted, in bytes.
     pub(crate) fn max(&self) -> usize {
         self.max

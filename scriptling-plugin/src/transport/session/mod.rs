@@ -113,7 +113,7 @@ impl Session {
         );
         let outgoing = Outgoing::new();
         let (pool, owned) = setup.take_pool();
-        let Setup { core, runtime, objects, gate, idle, end_on_long_line, peer, reader_thread, .. } = setup;
+        let Setup { core, runtime, objects, gate, idle, peer, reader_thread, .. } = setup;
         // Off on one core, where polling could only delay the thread that
         // answers the host.
         if parallelism() > 1 {
@@ -128,8 +128,7 @@ impl Session {
         if let Some(quiet) = quiet {
             lines.source_mut().limit_quiet(quiet);
         }
-        let routes =
-            Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, end_on_long_line, peer });
+        let routes = Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, peer });
         let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes) };
         let reader = std::thread::Builder::new().name(reader_thread.into()).spawn(move || reader.run())?;
         let own_pool = owned.then_some(pool);

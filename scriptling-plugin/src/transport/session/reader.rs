@@ -39,7 +39,7 @@ pub(crate) struct Routes {
     /// The token to present before anything but `hello` and `ping` is served.
     pub(crate) gate: Option<Arc<Gate>>,
     /// A line over the limit ends the session (see `Setup`).
-    pub(crate) end_on_long_line: bool,
+
     /// Who is at the other end, for messages (`None`: the stdio host).
     pub(crate) peer: Option<Arc<str>>,
 }
@@ -74,7 +74,9 @@ where
                     let message =
                         format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
                     routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
-                    if routes.end_on_long_line {
+                    // Over a network the stream after it cannot be
+                    // trusted to be in step: the session ends there.
+                    if self.lines.stops_at_long_lines() {
                         routes.note(&format!("closing: a line exceeded the limit of {max} bytes"));
                         break;
                     }

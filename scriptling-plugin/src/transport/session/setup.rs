@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 
 use crate::call::objects::ObjectTable;
 use crate::exports::core::Core;
-use crate::runtime::dispatch::{Dispatcher, parallelism};
+use crate::runtime::dispatch::Dispatcher;
 use crate::runtime::pool::Pool;
 use crate::transport::session::input::{Quiet, QuietHook};
 
@@ -29,9 +29,6 @@ pub(crate) struct Setup {
     /// How long the session may sit with nothing read and nothing in
     /// flight before it ends (`None`: for ever).
     pub(crate) idle: Option<Duration>,
-    /// A line over the size limit ends the session once it is answered
-    /// (over a network the stream after it cannot be trusted to be in step).
-    pub(crate) end_on_long_line: bool,
     /// Who is at the other end, for messages on stderr (`None`: the one
     /// host of a stdio plugin, which needs no naming).
     pub(crate) peer: Option<Arc<str>>,
@@ -58,7 +55,6 @@ impl Setup {
             objects: ObjectTable::sequential(),
             gate: None,
             idle: None,
-            end_on_long_line: false,
             peer: None,
             reader_thread: "plugin-stdin",
         }
@@ -68,11 +64,7 @@ impl Setup {
     pub(crate) fn take_pool(&mut self) -> (Pool, bool) {
         match std::mem::replace(&mut self.pool, Pooling::Own) {
             Pooling::Shared(pool) => (pool, false),
-            Pooling::Own => {
-                let options = &self.core.options;
-                let runtime = Some(self.runtime.clone());
-                (Pool::new(runtime, parallelism(), options.max_sync_threads, options.input_spin), true)
-            }
+            Pooling::Own => (Pool::for_options(self.runtime.clone(), &self.core.options), true),
         }
     }
 }

@@ -42,7 +42,6 @@ pub use config::TcpConfig;
 use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
-use crate::runtime::dispatch::parallelism;
 use crate::runtime::panic;
 use crate::runtime::pool::Pool;
 use crate::support::lock;
@@ -88,11 +87,11 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
             listener.describe()?
         );
     }
-    // Each connection holds four descriptors: its socket twice (reading,
-    // writing) and the two ends of its stop pipe.
-    super::raise_file_limit(config.max_connections.saturating_mul(4));
+    // Each connection holds five descriptors: the accepted socket, its two
+    // clones (reading, writing) and the two ends of its stop pipe.
+    super::raise_file_limit(config.max_connections.saturating_mul(5));
     let options = &core.options;
-    let pool = Pool::new(Some(runtime.clone()), parallelism(), options.max_sync_threads, options.input_spin);
+    let pool = Pool::for_options(runtime.clone(), options);
     let server = Arc::new(Server { core, config, runtime, pool, open: Open::default() });
     let mut refusals = Refusals::default();
     loop {
@@ -102,7 +101,6 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
                 server.admit(stream, peer);
             }
             Ok(None) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => std::thread::sleep(refusals.failed(&e)),
         }
     }
@@ -182,7 +180,6 @@ impl Server {
             objects: ObjectTable::sequential_limited(limit),
             gate,
             idle: config.idle_timeout,
-            end_on_long_line: true,
             peer: Some(format!("connection {peer}").into()),
             reader_thread: "plugin-tcp-in",
         };
