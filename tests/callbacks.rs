@@ -158,7 +158,7 @@ fn plugin() -> Plugin {
 }
 
 fn cb(id: &str) -> Value {
-    Value::Callback(scriptling_plugin::CallbackRef { id: id.into() })
+    Value::Callback(scriptling_plugin::CallbackRef::new(id))
 }
 
 #[test]

@@ -201,11 +201,7 @@ fn s(text: &str) -> Value {
 }
 
 fn remote(id: &str) -> Value {
-    Value::Remote(scriptling_plugin::ObjectRef {
-        library: "plugin.classes".into(),
-        class: "Tracked".into(),
-        id: id.into(),
-    })
+    Value::Object(scriptling_plugin::ObjectRef::new("plugin.classes", "Tracked", id))
 }
 
 #[test]
@@ -375,10 +371,10 @@ fn objects_pass_as_arguments_and_come_back_as_results() {
 
     // Returned instances join the table.
     let made = host.call("make_tracked", [s("made")]).unwrap();
-    let Value::Remote(made) = made else { panic!("{made:?}") };
+    let Value::Object(made) = made else { panic!("{made:?}") };
     assert_eq!((made.library.as_str(), made.class.as_str()), ("classes", "Tracked"));
     assert_eq!(host.call_method(&made.id, "value", []).unwrap(), Value::Int(100));
-    let Value::Remote(child) = host.call_method(&made.id, "spawn_child", []).unwrap() else { panic!() };
+    let Value::Object(child) = host.call_method(&made.id, "spawn_child", []).unwrap() else { panic!() };
     assert_eq!(host.call_method(&child.id, "label", []).unwrap(), s("tracked:100"));
 }
 

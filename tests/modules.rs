@@ -84,7 +84,7 @@ fn every_marked_item_is_exported_and_nothing_else() {
 fn a_callback_result_is_ignored_by_the_obvious_line() {
     let host = Host::in_process(plugin()).unwrap();
     host.on_callback(|_, args, _| Ok(Value::from(format!("seen {}", args[0]))));
-    let cb = Value::Callback(scriptling_plugin::CallbackRef { id: "cb-1".into() });
+    let cb = Value::Callback(scriptling_plugin::CallbackRef::new("cb-1"));
     assert_eq!(host.call("each_word", [Value::from("a b"), cb]).unwrap(), Value::Null);
 }
 

@@ -43,6 +43,31 @@ fn hello_example_matches_the_upstream_surface() {
     assert!(host.stray_output().is_empty(), "{:?}", host.stray_output());
 }
 
+/// The README's transcript of the real host running the hello plugin is what
+/// Scriptling prints: the call's result, then `help()`'s header line
+/// (`Help for builtin function:`, from the host's `helpFunctionImpl`) and the
+/// function's help text from the handshake.
+#[test]
+fn readme_host_transcript_matches_the_hello_plugin() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let start = readme.find("scriptling --plugin-dir plugins -c").expect("the README runs the host");
+    let block = &readme[start..readme[start..].find("```").map(|end| start + end).unwrap()];
+    let printed: Vec<&str> = block
+        .lines()
+        .skip(1)
+        .map(|line| line.strip_prefix("# ").or(line.strip_prefix('#')).expect("transcript lines are comments"))
+        .collect();
+
+    let host = Host::spawn_example("hello").unwrap();
+    let hs = host.handshake().unwrap();
+    let greet = hs["schema"]["functions"].as_array().unwrap().iter().find(|f| f["name"] == "greet").unwrap();
+    let Value::String(result) = host.call("greet", [Value::from("Ada")]).unwrap() else { panic!() };
+    let mut expected = vec![result.as_str(), "Help for builtin function:"];
+    expected.extend(greet["description"].as_str().unwrap().lines());
+    assert_eq!(printed, expected);
+    host.shutdown().unwrap();
+}
+
 #[test]
 fn shutdown_finishes_in_flight_calls_then_answers_and_exits_zero_without_stdin_closing() {
     let host = fixture();

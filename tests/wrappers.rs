@@ -193,12 +193,52 @@ fn names_must_be_scriptling_identifiers_and_not_keywords() {
 fn callbacks_cannot_be_kept_as_script_constants() {
     let plugin = Plugin::new("c", "1", "")
         .script_function("f", "def f(): pass")
-        .constant("cb", Value::Callback(scriptling_plugin::CallbackRef { id: "cb-1".into() }));
+        .constant("cb", Value::Callback(scriptling_plugin::CallbackRef::new("cb-1")));
     let err = Host::in_process(plugin).err().expect("invalid");
     assert!(
         err.to_string().contains(
             "constant \"cb\" cannot be kept in script mode: a function cannot be written as Scriptling source"
         ),
         "{err}"
+    );
+}
+
+/// A hand-built class whose name and members are all wrong: each problem is
+/// reported once, typed, with the member named `Class.member`.
+#[test]
+fn class_definition_problems_are_typed_and_reported_once() {
+    use scriptling_plugin::{Args, Class, DefinitionError, ExportKind, Function, PluginClass, ServeError};
+
+    struct Bad;
+    impl PluginClass for Bad {
+        const NAME: &'static str = "not-a-name";
+    }
+    let class = Class::new::<Bad>()
+        .method(Function::new("__init__", |_: &mut Args| Ok(())))
+        .method(Function::new("go", |_: &mut Args| Ok(())))
+        .method(Function::new("go", |_: &mut Args| Ok(())));
+    let Err(ServeError::Invalid(problems)) = Host::in_process(Plugin::new("c", "1", "").add_class(class)) else {
+        panic!("invalid")
+    };
+    assert_eq!(
+        problems,
+        [
+            DefinitionError::Name {
+                kind: ExportKind::Class,
+                name: "not-a-name".into(),
+                reason: "is not a valid Scriptling identifier"
+            },
+            DefinitionError::NoConstructor { class: "not-a-name".into() },
+            DefinitionError::Name {
+                kind: ExportKind::Method,
+                name: "not-a-name.__init__".into(),
+                reason: "is a lifecycle name (use a #[constructor] or an on_destroy hook)"
+            },
+            DefinitionError::Duplicate {
+                kind: ExportKind::Method,
+                name: "not-a-name.go".into(),
+                previous: ExportKind::Method
+            },
+        ]
     );
 }

@@ -96,7 +96,7 @@ fn identity(item: &ItemStruct, options: &attrs::Options) -> TokenStream {
 
         impl #impl_generics #krate::IntoValue for #ident #type_generics #where_clause {
             fn into_value(self) -> ::core::result::Result<#krate::Value, #krate::IntoValueError> {
-                #krate::into_remote(self)
+                #krate::into_object(self)
             }
         }
     }

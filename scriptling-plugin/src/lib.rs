@@ -29,6 +29,20 @@
 //! The wire protocol, with a session to paste into a plugin's stdin, is in
 //! `PROTOCOL.md` at the repository's root.
 //!
+//! # Naming
+//!
+//! - A plugin's instances are **objects** everywhere in this API:
+//!   [`Object<T>`](Object), [`ObjectRef`], [`Value::Object`],
+//!   [`into_object`], `type_name() == "object"`. Only the wire calls them
+//!   `remote`.
+//! - The builder types ([`Plugin`], [`Function`], [`Class`], [`Property`])
+//!   use the bare name for the setter and `get_` for the getter
+//!   (`description(text)` / `get_description()`), as
+//!   [`std::process::Command`] does; read-only types ([`Param`],
+//!   [`CallError`]) use bare getters.
+//! - Errors are built with `new` ([`CallError::new`],
+//!   [`FromValueError::new`], [`IntoValueError::new`]).
+//!
 //! # Features
 //!
 //! | feature | default | gives |
@@ -76,9 +90,9 @@ pub use bridge::log;
 pub use call::callback::{CallArgs, Callback, IntoArgs, Returned};
 pub use call::error::CallError;
 pub use call::logger::{Level, Logger};
-pub use call::objects::{Object, ObjectReadGuard, ObjectWriteGuard, PluginClass, into_remote};
+pub use call::objects::{Object, ObjectReadGuard, ObjectWriteGuard, PluginClass, into_object};
 pub use exports::class::{Class, PluginClassMethods, Property};
-pub use exports::error::ServeError;
+pub use exports::error::{DefinitionError, ExportKind, ServeError};
 pub use exports::function::{Args, Function, Param};
 pub use exports::plugin::{Plugin, PluginFunction};
 pub use value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};

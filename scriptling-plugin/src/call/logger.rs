@@ -76,7 +76,11 @@ impl Display for Level {
 ///     format!("logged:{name}")
 /// }
 /// ```
-#[derive(Clone, Default)]
+///
+/// `Logger` has no `Default`: which of [`current`](Logger::current) and
+/// [`stderr`](Logger::stderr) a default would mean is not obvious, so you
+/// say which.
+#[derive(Clone)]
 pub struct Logger {
     scope: Option<CallScope>,
     /// Flat key/value pairs, as the host expects them.
@@ -95,9 +99,9 @@ impl Logger {
         Logger { scope: context::current(), fields: Vec::new() }
     }
 
-    /// A logger that always writes to stderr.
+    /// A logger that always writes to stderr, even inside a call.
     pub fn stderr() -> Logger {
-        Logger::default()
+        Logger { scope: None, fields: Vec::new() }
     }
 
     /// A logger that adds `key = value` to every record. A value that

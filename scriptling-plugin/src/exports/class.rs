@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::call::error::CallError;
 use crate::call::objects::{ClassInfo, PluginClass};
+use crate::exports::error::{DefinitionError, ExportKind};
 use crate::exports::function::{Args, Function};
 use crate::exports::schema::{ClassSchema, FunctionSchema, PropertySchema};
 use crate::exports::script;
@@ -91,7 +92,7 @@ impl Property {
 ///
 /// impl IntoValue for Counter {
 ///     fn into_value(self) -> Result<Value, IntoValueError> {
-///         scriptling_plugin::into_remote(self)
+///         scriptling_plugin::into_object(self)
 ///     }
 /// }
 ///
@@ -200,15 +201,12 @@ impl Class {
 
     /// Validates the class and turns it into its runtime entry, the
     /// `index`-th class of its plugin.
-    pub(crate) fn into_entry(self, index: usize, problems: &mut Vec<String>) -> ClassEntry {
+    pub(crate) fn into_entry(self, index: usize, problems: &mut Vec<DefinitionError>) -> ClassEntry {
         let class = &self.name;
-        if let Some(problem) = script::identifier_problem(class) {
-            problems.push(format!("class name {class:?} {problem}"));
-        }
         let constructor = match self.constructor {
             Some(c) => c.qualify(class.clone()),
             None => {
-                problems.push(format!("class {class} has no constructor"));
+                problems.push(DefinitionError::NoConstructor { class: class.clone() });
                 Function::new(class.clone(), |_: &mut Args| {
                     Err::<(), _>(CallError::new("this class has no constructor"))
                 })
@@ -216,27 +214,27 @@ impl Class {
         };
         if let Some((hook_type, _)) = &self.on_destroy {
             if *hook_type != self.type_id {
-                problems.push(format!("the destroy hook of class {class} is for a different type"));
+                problems.push(DefinitionError::DestroyHookType { class: class.clone() });
             }
         }
-        let mut members: HashMap<String, &'static str> = HashMap::new();
-        let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
-            if let Some(problem) = script::identifier_problem(name) {
-                problems.push(format!("{class}.{name}: the {kind} name {problem}"));
+        let mut members: HashMap<String, ExportKind> = HashMap::new();
+        let mut claim = |name: &str, kind: ExportKind, problems: &mut Vec<DefinitionError>| {
+            let qualified = || format!("{class}.{name}");
+            if let Some(reason) = script::identifier_problem(name) {
+                problems.push(DefinitionError::Name { kind, name: qualified(), reason });
             } else if name.starts_with("__") && name.ends_with("__") {
-                problems.push(format!(
-                    "{class}.{name}: lifecycle names cannot be methods (use a #[constructor] or an on_destroy hook)"
-                ));
+                let reason = "is a lifecycle name (use a #[constructor] or an on_destroy hook)";
+                problems.push(DefinitionError::Name { kind, name: qualified(), reason });
             }
-            if let Some(prev) = members.insert(name.to_owned(), kind) {
-                problems.push(format!("{class}.{name}: {kind} name is already used by a {prev}"));
+            if let Some(previous) = members.insert(name.to_owned(), kind) {
+                problems.push(DefinitionError::Duplicate { kind, name: qualified(), previous });
             }
         };
         for m in &self.methods {
-            claim(m.get_name(), "method", problems);
+            claim(m.get_name(), ExportKind::Method, problems);
         }
         for p in &self.properties {
-            claim(&p.name, "property", problems);
+            claim(&p.name, ExportKind::Property, problems);
         }
         let member_list = sorted_names(members.keys().map(String::as_str));
 

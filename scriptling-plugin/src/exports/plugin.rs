@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::exports::class::{Class, ClassEntry, ClassSchemaOwned, PluginClassMethods};
 use crate::exports::core::{Core, Options};
-use crate::exports::error::ServeError;
+use crate::exports::error::{DefinitionError, ExportKind, ServeError};
 use crate::exports::function::Function;
 use crate::exports::schema::{self, ClassSchema, ConstantSchema, FunctionSchema, Handshake, Library, Schema};
 use crate::exports::script;
@@ -293,28 +293,32 @@ impl Plugin {
     /// Validates the registrations and freezes them into a [`Core`].
     pub(crate) fn build(self) -> Result<Core, ServeError> {
         let mut problems = Vec::new();
-        let mut seen: HashMap<String, &'static str> = HashMap::new();
-        let mut claim = |name: &str, kind: &'static str, problems: &mut Vec<String>| {
-            if let Some(problem) = script::identifier_problem(name) {
-                problems.push(format!("{kind} name {name:?} {problem}"));
+        let mut seen: HashMap<String, ExportKind> = HashMap::new();
+        let mut claim = |name: &str, kind: ExportKind, problems: &mut Vec<DefinitionError>| {
+            if let Some(reason) = script::identifier_problem(name) {
+                problems.push(DefinitionError::Name { kind, name: name.to_owned(), reason });
             }
-            if let Some(prev) = seen.insert(name.to_owned(), kind) {
-                problems.push(format!("{kind} name {name:?} is already used by a {prev}"));
+            if let Some(previous) = seen.insert(name.to_owned(), kind) {
+                problems.push(DefinitionError::Duplicate { kind, name: name.to_owned(), previous });
             }
         };
         if self.name.is_empty() {
-            problems.push("the library name is empty".to_owned());
+            problems.push(DefinitionError::Name { kind: ExportKind::Library, name: String::new(), reason: "is empty" });
         }
         for f in &self.functions {
-            claim(f.get_name(), "function", &mut problems);
+            claim(f.get_name(), ExportKind::Function, &mut problems);
         }
         for c in &self.classes {
-            claim(c.name(), "class", &mut problems);
+            claim(c.name(), ExportKind::Class, &mut problems);
         }
         for (name, value) in &self.constants {
-            claim(name, "constant", &mut problems);
+            claim(name, ExportKind::Constant, &mut problems);
             if let Err(e) = value {
-                problems.push(format!("constant {name:?} cannot be sent: {e}"));
+                problems.push(DefinitionError::Constant {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                    in_script: false,
+                });
             }
         }
         let mut rust_classes = 0;
@@ -335,7 +339,7 @@ impl Plugin {
         let mut types = HashMap::new();
         for class in &entries {
             if types.insert(class.info.type_id, ()).is_some() {
-                problems.push(format!("class {} is registered twice for the same Rust type", class.name()));
+                problems.push(DefinitionError::SameTypeTwice { class: class.name().to_owned() });
             }
         }
         let constants: Vec<(String, Value)> =
@@ -385,7 +389,7 @@ impl Plugin {
             },
         };
         let handshake = serde_json::to_vec(&handshake)
-            .map_err(|e| ServeError::Invalid(vec![format!("the handshake cannot be encoded: {e}")]))?;
+            .map_err(|e| ServeError::Invalid(vec![DefinitionError::Handshake(e.to_string())]))?;
         let hello = schema::hello(&self.name, &self.version);
         let tools = schema::tools(&exported);
         let function_list = sorted_names(exported.iter().map(|f| f.get_name()));
@@ -425,6 +429,10 @@ impl Plugin {
     /// "#);
     /// # let _ = plugin;
     /// ```
+    ///
+    /// Shorthand for `.add_function(Function::script_only(name, source))`,
+    /// the form to use when the function also needs a
+    /// [`description`](Function::description).
     pub fn script_function(self, name: impl Into<String>, source: impl Into<String>) -> Self {
         self.add_function(Function::script_only(name, source))
     }
@@ -445,7 +453,7 @@ fn write_script_sources(
     (functions, helps, function_sources): (&[&Function], &[String], &mut [Option<String>]),
     (classes, class_sources): (&[SchemaClass], &mut [Option<String>]),
     constants: &[(String, Value)],
-    problems: &mut Vec<String>,
+    problems: &mut Vec<DefinitionError>,
 ) {
     for ((f, help), source) in functions.iter().zip(helps).zip(function_sources.iter_mut()) {
         source.get_or_insert_with(|| script::function_wrapper(library, f.get_name(), help));
@@ -457,7 +465,9 @@ fn write_script_sources(
     for (name, value) in constants {
         match script::literal(value) {
             Ok(literal) => prelude.push_str(&format!("{name} = {literal}\n")),
-            Err(e) => problems.push(format!("constant {name:?} cannot be kept in script mode: {e}")),
+            Err(e) => {
+                problems.push(DefinitionError::Constant { name: name.clone(), reason: e.to_string(), in_script: true })
+            }
         }
     }
     if !prelude.is_empty() {
@@ -536,6 +546,15 @@ mod tests {
             .err()
             .expect("invalid");
         let ServeError::Invalid(problems) = err else { panic!() };
+        assert_eq!(
+            problems[0],
+            DefinitionError::Duplicate {
+                kind: ExportKind::Function,
+                name: "greet".into(),
+                previous: ExportKind::Function
+            }
+        );
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(
             problems,
             vec![

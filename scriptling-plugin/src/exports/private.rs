@@ -24,7 +24,7 @@ pub fn returned(value: Result<Value, IntoValueError>) -> Result<Value, CallError
 /// A constructor's new object as the call's outcome: it joins the object
 /// table and goes back as a remote value.
 pub fn constructed<T: PluginClassMethods>(object: T) -> Result<Value, CallError> {
-    crate::exports::function::returned(crate::call::objects::into_remote(object))
+    crate::exports::function::returned(crate::call::objects::into_object(object))
 }
 
 /// `Class::new::<T>()`.

@@ -133,7 +133,7 @@ pub(crate) fn release(
 fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, String>) -> Outcome {
     let qualified = &signature.label;
     match result {
-        Ok(Ok(Value::Remote(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
+        Ok(Ok(Value::Object(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
         Ok(Ok(other)) if matches!(encode, Encode::NewObject) => Err(RpcError::application(format!(
             "{qualified}(): the constructor returned {} instead of a new instance",
             other.type_name()

@@ -141,8 +141,11 @@ impl Plugin {
     }
 
     /// Serves the plugin over HTTP at `addr` (`"127.0.0.1:8081"`, or a port
-    /// alone for loopback) until SIGINT or SIGTERM. See
-    /// [`serve_http_with`](Plugin::serve_http_with) for the options.
+    /// alone for loopback) until SIGINT or SIGTERM, with the default limits.
+    ///
+    /// Both forms exist because most servers need only an address, written
+    /// as the user typed it; [`serve_http_with`](Plugin::serve_http_with) is
+    /// the form that sets a token, a path or limits.
     #[cfg(feature = "http")]
     #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn serve_http(self, addr: &str) -> Result<(), ServeError> {
@@ -164,8 +167,9 @@ impl Plugin {
 
     /// Serves the plugin over TCP at `addr` (`"127.0.0.1:9876"`, or a port
     /// alone for loopback; `"unix:/path"` for a Unix socket) until SIGINT
-    /// or SIGTERM, with the default limits. See
-    /// [`serve_tcp_with`](Plugin::serve_tcp_with).
+    /// or SIGTERM, with the default limits. As for HTTP, the address form is
+    /// the one-liner; [`serve_tcp_with`](Plugin::serve_tcp_with) sets a token
+    /// or limits.
     pub fn serve_tcp(self, addr: &str) -> Result<(), ServeError> {
         let config = tcp::TcpConfig::at_address(addr).map_err(ServeError::Config)?;
         self.serve_tcp_with(config)

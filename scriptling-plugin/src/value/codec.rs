@@ -108,7 +108,7 @@ impl Value {
             Value::List(_) => ("list", 2),
             Value::Dict(_) => ("dict", 2),
             Value::Callback(_) => ("callback", 2),
-            Value::Remote(_) => ("remote", 2),
+            Value::Object(_) => ("remote", 2),
         };
         if let Value::Float(f) = self {
             if !f.is_finite() {
@@ -126,7 +126,7 @@ impl Value {
             Value::List(items) => map.serialize_entry("items", items)?,
             Value::Dict(entries) => map.serialize_entry("entries", entries)?,
             Value::Callback(cb) => map.serialize_entry("callback", cb)?,
-            Value::Remote(r) => map.serialize_entry("remote", r)?,
+            Value::Object(r) => map.serialize_entry("remote", r)?,
         }
         map.end()
     }
@@ -352,7 +352,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
                 None => return Err(de::Error::custom("invalid callback value: missing \"callback\": {\"id\": ...}")),
             },
             Tag::Remote => match remote {
-                Some(r) => Value::Remote(r),
+                Some(r) => Value::Object(r),
                 None => return Err(de::Error::custom("invalid remote value: missing \"remote\": {\"id\": ...}")),
             },
             Tag::Unknown(t) => {
@@ -403,7 +403,7 @@ mod tests {
         );
         assert_eq!(
             decode(r#"{"type":"remote","remote":{"library":"plugin.hello","class":"Counter","id":"7"}}"#),
-            Ok(Value::Remote(ObjectRef { library: "plugin.hello".into(), class: "Counter".into(), id: "7".into() }))
+            Ok(Value::Object(ObjectRef { library: "plugin.hello".into(), class: "Counter".into(), id: "7".into() }))
         );
     }
 

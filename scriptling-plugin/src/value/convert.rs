@@ -40,7 +40,7 @@ use crate::value::Value;
 ///     fn from_value(value: Value) -> Result<Self, FromValueError> {
 ///         let degrees = f64::from_value(value)?;
 ///         if degrees < -273.15 {
-///             return Err(FromValueError::message("must be at least -273.15"));
+///             return Err(FromValueError::new("must be at least -273.15"));
 ///         }
 ///         Ok(Celsius(degrees))
 ///     }
@@ -142,12 +142,12 @@ impl FromValueError {
     /// assert_eq!(err.reason(), "must be a string, got int");
     /// ```
     pub fn mismatch(expected: &str, got: &Value) -> Self {
-        Self::message(format!("must be {expected}, got {}", got.type_name()))
+        Self::new(format!("must be {expected}, got {}", got.type_name()))
     }
 
     /// Any other reason, phrased to follow the value's name
     /// (`"must be positive"`, `"is not a valid date: ..."`).
-    pub fn message(reason: impl Into<String>) -> Self {
+    pub fn new(reason: impl Into<String>) -> Self {
         Self { path: Vec::new(), reason: reason.into() }
     }
 
@@ -282,7 +282,7 @@ macro_rules! integer {
                 match value {
                     Value::Int(i) => <$t>::try_from(i).map_err(|_| {
                         // Scriptling ints are i64: name only the bounds a script can reach.
-                        FromValueError::message(format!(
+                        FromValueError::new(format!(
                             "must be an int between {} and {}, got {i}",
                             (<$t>::MIN as i128).max(i64::MIN.into()),
                             (<$t>::MAX as i128).min(i64::MAX.into())
@@ -329,7 +329,7 @@ impl FromValue for f32 {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         let f = f64::from_value(value)?;
         if f.is_finite() && f.abs() > f64::from(f32::MAX) {
-            return Err(FromValueError::message(format!("must be a float within the 32-bit range, got {f}")));
+            return Err(FromValueError::new(format!("must be a float within the 32-bit range, got {f}")));
         }
         Ok(f as f32)
     }

@@ -25,7 +25,7 @@ pub fn dict(value: Value, expected: &str) -> Result<Entries, FromValueError> {
 pub fn no_other_keys(entries: &Entries, known: &[&str]) -> Result<(), FromValueError> {
     let Some(unknown) = entries.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
     let (unknown, list) = (string_literal(unknown, '\''), quoted_names(known.iter().copied()));
-    Err(FromValueError::message(match known.len() {
+    Err(FromValueError::new(match known.len() {
         0 => format!("has unknown key {unknown}; it takes no keys"),
         _ => format!("has unknown key {unknown}; the keys are {list}"),
     }))
@@ -47,7 +47,7 @@ pub type Write<T> = fn(T) -> Result<Value, IntoValueError>;
 pub fn field<T>(entries: &mut Entries, key: &str, convert: Convert<T>) -> Result<T, FromValueError> {
     match entries.remove(key) {
         Some(value) => convert(value).map_err(|e| e.at_key(key)),
-        None => convert(Value::Null).map_err(|_| FromValueError::message(format!("is missing key '{key}'"))),
+        None => convert(Value::Null).map_err(|_| FromValueError::new(format!("is missing key '{key}'"))),
     }
 }
 
@@ -74,7 +74,7 @@ pub fn list(value: Value, len: usize, expected: &str) -> Result<std::vec::IntoIt
     match value {
         Value::List(items) if items.len() == len => Ok(items.into_iter()),
         Value::List(items) => {
-            Err(FromValueError::message(format!("must be a list of {len} items, got a list of {}", items.len())))
+            Err(FromValueError::new(format!("must be a list of {len} items, got a list of {}", items.len())))
         }
         other => Err(FromValueError::mismatch(expected, &other)),
     }
@@ -94,7 +94,7 @@ pub fn variant(value: Value, expected: &str) -> Result<(String, Option<Value>), 
             let (name, data) = entries.into_iter().next().expect("one entry");
             Ok((name, Some(data)))
         }
-        Value::Dict(entries) => Err(FromValueError::message(format!(
+        Value::Dict(entries) => Err(FromValueError::new(format!(
             "must be {expected}: a dict naming a variant has one key, this one has {}",
             entries.len()
         ))),
@@ -104,7 +104,7 @@ pub fn variant(value: Value, expected: &str) -> Result<(String, Option<Value>), 
 
 /// The error for a variant name that is not one of `known`.
 pub fn unknown_variant(name: &str, known: &[&str]) -> FromValueError {
-    FromValueError::message(format!(
+    FromValueError::new(format!(
         "names no variant: got {}, expected one of {}",
         string_literal(name, '\''),
         quoted_names(known.iter().copied())
@@ -114,7 +114,7 @@ pub fn unknown_variant(name: &str, known: &[&str]) -> FromValueError {
 /// The error for a variant given in the wrong form: `name` with data when
 /// it has none, or without data when it has some.
 pub fn variant_form(name: &str, has_data: bool) -> FromValueError {
-    FromValueError::message(if has_data {
+    FromValueError::new(if has_data {
         format!("gives variant '{name}' without its data: write {{'{name}': ...}}")
     } else {
         format!("gives data to variant '{name}', which has none: write '{name}'")

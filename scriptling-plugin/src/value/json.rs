@@ -65,7 +65,7 @@ impl<T: DeserializeOwned> FromValue for Json<T> {
         let json = to_json(value)?;
         serde_json::from_value(json)
             .map(Json)
-            .map_err(|e| FromValueError::message(format!("is not a valid {}: {e}", short_type_name::<T>())))
+            .map_err(|e| FromValueError::new(format!("is not a valid {}: {e}", short_type_name::<T>())))
     }
     fn expected() -> Cow<'static, str> {
         format!("a {}", short_type_name::<T>()).into()
@@ -91,7 +91,7 @@ fn to_json_shallow(value: Value) -> Result<serde_json::Value, FromValueError> {
         Value::Int(i) => i.into(),
         Value::Float(f) => serde_json::Number::from_f64(f)
             .map(serde_json::Value::Number)
-            .ok_or_else(|| FromValueError::message(format!("contains the non-finite float {f}")))?,
+            .ok_or_else(|| FromValueError::new(format!("contains the non-finite float {f}")))?,
         Value::String(s) => s.into(),
         Value::List(items) => serde_json::Value::Array(
             items
@@ -109,11 +109,8 @@ fn to_json_shallow(value: Value) -> Result<serde_json::Value, FromValueError> {
                 })
                 .collect::<Result<_, _>>()?,
         ),
-        other @ (Value::Callback(_) | Value::Remote(_)) => {
-            return Err(FromValueError::message(format!(
-                "cannot be converted to JSON data: got {}",
-                other.type_name()
-            )));
+        other @ (Value::Callback(_) | Value::Object(_)) => {
+            return Err(FromValueError::new(format!("cannot be converted to JSON data: got {}", other.type_name())));
         }
     })
 }

@@ -70,7 +70,12 @@ use std::fmt;
 /// assert_eq!(empty, Value::List(vec![]));
 /// assert!(serde_json::to_string(&Value::Float(f64::NAN)).is_err());
 /// ```
+///
+/// `Value` is `#[non_exhaustive]`: the protocol may grow a type (bytes, a
+/// set), so a `match` on it needs a `_` arm, which is where such a value
+/// would be refused.
 #[derive(Debug, PartialEq, Default)]
+#[non_exhaustive]
 pub enum Value {
     /// `None` in Scriptling.
     #[default]
@@ -92,8 +97,9 @@ pub enum Value {
     /// A host function passed by reference, valid only while the call that
     /// received it is running.
     Callback(CallbackRef),
-    /// A reference to an object living in some plugin's object table.
-    Remote(ObjectRef),
+    /// An object of a plugin class, by reference: the protocol's `remote`
+    /// value. [`Object<T>`](crate::Object) resolves it to the live object.
+    Object(ObjectRef),
 }
 
 /// The reference carried by a `callback` value: the host's id for a
@@ -107,7 +113,11 @@ pub enum Value {
 /// let arg = Value::Callback(CallbackRef::new("cb-1"));
 /// assert_eq!(arg.type_name(), "function");
 /// ```
+///
+/// Its fields are public to read; build one with [`CallbackRef::new`] (the
+/// struct is `#[non_exhaustive]`, so the protocol can add a field).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct CallbackRef {
     /// The host-assigned callback id.
     pub id: String,
@@ -120,14 +130,19 @@ impl CallbackRef {
     }
 }
 
-/// The reference carried by a `remote` value, and the bare result of
+/// The reference carried by [`Value::Object`] (the protocol's `remote`
+/// value), and the bare result of
 /// `object.new`. A parameter of type [`Object<T>`](crate::Object) resolves
 /// it to the live object.
 ///
 /// When the host sends one back, `library` is the host's name for the library
 /// (for example `plugin.hello`, or a `load()` alias), not necessarily the name
 /// the plugin declared; only `id` identifies the object.
+///
+/// Its fields are public to read; build one with [`ObjectRef::new`] (the
+/// struct is `#[non_exhaustive]`, so the protocol can add a field).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct ObjectRef {
     /// The library that owns the object, as the sender names it.
     #[serde(default)]
@@ -146,7 +161,7 @@ impl ObjectRef {
     /// use scriptling_plugin::{ObjectRef, Value};
     ///
     /// // What a test host sends for an instance argument:
-    /// let arg = Value::Remote(ObjectRef::new("plugin.hello", "Counter", "1"));
+    /// let arg = Value::Object(ObjectRef::new("plugin.hello", "Counter", "1"));
     /// assert_eq!(arg.type_name(), "object");
     /// ```
     pub fn new(library: impl Into<String>, class: impl Into<String>, id: impl Into<String>) -> Self {
@@ -174,7 +189,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Dict(_) => "dict",
             Value::Callback(_) => "function",
-            Value::Remote(_) => "object",
+            Value::Object(_) => "object",
         }
     }
 
@@ -250,7 +265,7 @@ impl Clone for Value {
             Value::List(items) => Value::List(items.clone()),
             Value::Dict(entries) => Value::Dict(entries.clone()),
             Value::Callback(cb) => Value::Callback(cb.clone()),
-            Value::Remote(r) => Value::Remote(r.clone()),
+            Value::Object(r) => Value::Object(r.clone()),
         })
     }
 }
@@ -296,7 +311,7 @@ impl Value {
                 f.write_str("}")
             }
             Value::Callback(cb) => write!(f, "<callback {}>", cb.id),
-            Value::Remote(r) => write!(f, "<{} object {}>", r.class, r.id),
+            Value::Object(r) => write!(f, "<{} object {}>", r.class, r.id),
         }
     }
 }
@@ -331,7 +346,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 
 impl From<ObjectRef> for Value {
     fn from(r: ObjectRef) -> Self {
-        Value::Remote(r)
+        Value::Object(r)
     }
 }
 

@@ -142,7 +142,7 @@ impl Serialize for Plain<'_> {
                 }
                 map.end()
             }
-            Value::Remote(remote) => Remote { kind: "remote", remote }.serialize(serializer),
+            Value::Object(remote) => Remote { kind: "remote", remote }.serialize(serializer),
             Value::Callback(_) => Err(ser::Error::custom("a callback has no plain JSON form")),
         })
     }

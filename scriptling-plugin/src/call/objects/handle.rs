@@ -80,8 +80,8 @@ impl<T: PluginClass> Object<T> {
     }
 
     /// The remote reference the host uses for this object.
-    pub fn remote_ref(&self) -> ObjectRef {
-        self.entry.remote_ref(&self.library)
+    pub fn object_ref(&self) -> ObjectRef {
+        self.entry.object_ref(&self.library)
     }
 
     /// Shared access, blocking while a `&mut` call holds the object or waits
@@ -210,29 +210,28 @@ impl<T> DerefMut for ObjectWriteGuard<T> {
 
 impl<T: PluginClass> FromValue for Object<T> {
     fn from_value(value: Value) -> Result<Self, FromValueError> {
-        let Value::Remote(remote) = value else {
+        let Value::Object(remote) = value else {
             return Err(FromValueError::mismatch(&Self::expected(), &value));
         };
         let Some(scope) = context::current() else {
-            return Err(FromValueError::message("can only be resolved while the plugin is serving a call"));
+            return Err(FromValueError::new("can only be resolved while the plugin is serving a call"));
         };
         let link = &scope.link;
         let Some(entry) = link.objects.get(&remote.id, scope.owner.as_deref()) else {
-            return Err(FromValueError::message(format!(
+            return Err(FromValueError::new(format!(
                 "must be a live {} object, but object {} does not exist or has been destroyed",
                 T::NAME,
                 remote.id
             )));
         };
         if entry.class().type_id != TypeId::of::<T>() {
-            return Err(FromValueError::message(format!(
+            return Err(FromValueError::new(format!(
                 "must be a {} object, got a {} object",
                 T::NAME,
                 entry.class().name
             )));
         }
-        Object::from_entry(entry, Arc::clone(&link.library))
-            .ok_or_else(|| FromValueError::message("has the wrong type"))
+        Object::from_entry(entry, Arc::clone(&link.library)).ok_or_else(|| FromValueError::new("has the wrong type"))
     }
 
     fn expected() -> std::borrow::Cow<'static, str> {
@@ -242,7 +241,7 @@ impl<T: PluginClass> FromValue for Object<T> {
 
 impl<T> IntoValue for Object<T> {
     fn into_value(self) -> Result<Value, IntoValueError> {
-        Ok(Value::Remote(self.entry.remote_ref(&self.library)))
+        Ok(Value::Object(self.entry.object_ref(&self.library)))
     }
 }
 
@@ -251,7 +250,7 @@ impl<T> IntoValue for Object<T> {
 /// `IntoValue` does; hand-written classes call it from theirs.
 ///
 /// ```
-/// use scriptling_plugin::{into_remote, IntoValue, IntoValueError, PluginClass, Value};
+/// use scriptling_plugin::{into_object, IntoValue, IntoValueError, PluginClass, Value};
 ///
 /// struct Token(String);
 ///
@@ -261,7 +260,7 @@ impl<T> IntoValue for Object<T> {
 ///
 /// impl IntoValue for Token {
 ///     fn into_value(self) -> Result<Value, IntoValueError> {
-///         into_remote(self)
+///         into_object(self)
 ///     }
 /// }
 ///
@@ -269,7 +268,7 @@ impl<T> IntoValue for Object<T> {
 /// let err = Token("x".into()).into_value().unwrap_err();
 /// assert_eq!(err.to_string(), "a Token instance can only be returned while the plugin is serving a call");
 /// ```
-pub fn into_remote<T: PluginClass>(value: T) -> Result<Value, IntoValueError> {
+pub fn into_object<T: PluginClass>(value: T) -> Result<Value, IntoValueError> {
     let Some(CallScope { link, owner, .. }) = context::current() else {
         return Err(IntoValueError::new(format!(
             "a {} instance can only be returned while the plugin is serving a call",
@@ -284,7 +283,7 @@ pub fn into_remote<T: PluginClass>(value: T) -> Result<Value, IntoValueError> {
         )));
     };
     let entry = link.objects.insert(Arc::clone(class), value, owner).map_err(IntoValueError::new)?;
-    Ok(Value::Remote(entry.remote_ref(&link.library)))
+    Ok(Value::Object(entry.object_ref(&link.library)))
 }
 
 #[cfg(all(test, not(scriptling_loom)))]

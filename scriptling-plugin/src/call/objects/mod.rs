@@ -17,7 +17,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-pub use handle::{Object, ObjectReadGuard, ObjectWriteGuard, into_remote};
+pub use handle::{Object, ObjectReadGuard, ObjectWriteGuard, into_object};
 #[cfg_attr(not(feature = "http"), allow(unused_imports))]
 pub(crate) use table::{Limit, ObjectTable};
 
@@ -86,7 +86,7 @@ impl Entry {
         self.0.owner.as_deref()
     }
 
-    pub(crate) fn remote_ref(&self, library: &str) -> ObjectRef {
+    pub(crate) fn object_ref(&self, library: &str) -> ObjectRef {
         ObjectRef { library: library.to_owned(), class: self.0.class.name.clone(), id: self.0.id.to_string() }
     }
 
