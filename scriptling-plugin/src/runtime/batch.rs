@@ -95,7 +95,7 @@ fn frame(answers: Vec<(Id, Option<Outcome>)>) -> Option<Vec<u8>> {
             out.push(b',');
         }
         match outcome.expect("every answer is in") {
-            Ok(result) => rpc::write_result(&mut out, &id, &result),
+            Ok(result) => rpc::write_encoded(&mut out, &id, &result),
             Err(error) => rpc::write_error(&mut out, Some(&id), &error),
         }
     }
@@ -139,9 +139,9 @@ mod tests {
         let b = batch.element(id("\"b\""));
         batch.seal();
         b.send(Err(RpcError::application("no")));
-        note.send(Ok(b"null".to_vec()));
+        note.send(Ok(b"null".to_vec().into()));
         assert!(lock(&out).is_empty(), "still owed one");
-        a.send(Ok(br#"{"type":"int","value":1}"#.to_vec()));
+        a.send(Ok(br#"{"type":"int","value":1}"#.to_vec().into()));
         assert_eq!(
             lock(&out).as_slice(),
             [Some(
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn answers_before_sealing_wait_for_the_seal() {
         let (batch, out) = collect();
-        batch.element(id("1")).send(Ok(b"null".to_vec()));
+        batch.element(id("1")).send(Ok(b"null".to_vec().into()));
         assert!(lock(&out).is_empty(), "more elements may follow");
         batch.seal();
         assert_eq!(lock(&out).len(), 1);
@@ -166,7 +166,7 @@ mod tests {
         let n = batch.element(None);
         batch.seal();
         assert_eq!(lock(&out).as_slice(), [None]);
-        n.send(Ok(b"null".to_vec()));
+        n.send(Ok(b"null".to_vec().into()));
         assert_eq!(lock(&out).len(), 1, "finished once");
     }
 }

@@ -32,16 +32,31 @@ use crate::value::plain::PlainObject;
 /// still raw, and shared by every request of a batch.
 #[derive(Clone)]
 pub(crate) enum Bytes {
-    /// A line copied out of the reader's buffer: one allocation.
-    Copied(Arc<[u8]>),
-    /// A buffer handed over whole, with no copy: a large line, an HTTP body.
+    /// A line copied out of the reader's buffer, checked as UTF-8 once when
+    /// read: one allocation, and its params are not checked again.
+    Text(Arc<str>),
+    /// A large line handed over whole, with no copy, checked as `Text` is.
+    WholeText(Arc<String>),
+    /// A buffer handed over whole, not checked yet: an HTTP body.
     Whole(Arc<dyn AsRef<[u8]> + Send + Sync>),
+}
+
+impl Bytes {
+    /// The frame as text, when it was checked as UTF-8 on arrival.
+    pub(crate) fn text(&self) -> Option<&str> {
+        match self {
+            Bytes::Text(text) => Some(text),
+            Bytes::WholeText(text) => Some(text),
+            Bytes::Whole(_) => None,
+        }
+    }
 }
 
 impl AsRef<[u8]> for Bytes {
     fn as_ref(&self) -> &[u8] {
         match self {
-            Bytes::Copied(bytes) => bytes,
+            Bytes::Text(text) => text.as_bytes(),
+            Bytes::WholeText(text) => text.as_bytes(),
             Bytes::Whole(bytes) => (**bytes).as_ref(),
         }
     }
@@ -168,12 +183,12 @@ impl Dispatcher {
             return done.send(Err(RpcError::application("the plugin is shutting down")));
         };
         let done = done.counted(guard);
-        let ready = |result: &[u8]| Ok(result.to_vec());
+        let ready = |result: &[u8]| Ok(result.to_vec().into());
         match &request.method {
-            Method::Handshake => done.send(Ok(self.core.handshake.clone())),
+            Method::Handshake => done.send(Ok(self.core.handshake.clone().into())),
             Method::Ping => done.send(ready(br#"{"status":"ok"}"#)),
-            Method::Hello => done.send(Ok(self.core.hello.clone())),
-            Method::ToolsList => done.send(Ok(self.core.tools.clone())),
+            Method::Hello => done.send(Ok(self.core.hello.clone().into())),
+            Method::ToolsList => done.send(Ok(self.core.tools.clone().into())),
             Method::ToolsCall => match request.params {
                 Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
                 Payload::Decoded(_) => {
@@ -331,7 +346,7 @@ impl Dispatcher {
             Err(e) => return done.send(Err(e)),
         };
         let Some(entry) = self.link.objects.remove(&object_id, owner.as_deref()) else {
-            return done.send(Ok(b"null".to_vec()));
+            return done.send(Ok(b"null".to_vec().into()));
         };
         let pool = Some(Arc::clone(&self.host_waits));
         let job = DestroyJob { link: Arc::clone(&self.link), entry, owner, pool, done };
@@ -422,7 +437,11 @@ impl DecodeJob {
                 }
             };
         }
-        let parsed = codec::decode::<CallParams>(&frame.as_ref()[range]);
+        // Params lie between JSON tokens, so a checked frame slices to text.
+        let parsed = match frame.text().and_then(|text| text.get(range.clone())) {
+            Some(text) => codec::decode_str::<CallParams>(text),
+            None => codec::decode::<CallParams>(&frame.as_ref()[range]),
+        };
         // The frame (perhaps a 16 MiB line) is let go of once decoded.
         drop(frame);
         match parsed {
@@ -492,7 +511,7 @@ impl Job for DestroyJob {
         let DestroyJob { link, entry, owner, pool, done } = *self;
         let label = format!("{}.__del__", entry.class().name);
         let now = Mutex::new(None);
-        let then = move || done.send(Ok(b"null".to_vec()));
+        let then = move || done.send(Ok(b"null".to_vec().into()));
         invoke::release(&link, vec![entry], &label, owner, pool, &now, then);
     }
 
@@ -501,7 +520,7 @@ impl Job for DestroyJob {
     fn refuse(self: Box<Self>, _reason: String) {
         match self.link.runtime().cloned() {
             Some(runtime) => drop(runtime.spawn_blocking(move || Box::new(DestroyJob { pool: None, ..*self }).run())),
-            None => self.done.send(Ok(b"null".to_vec())),
+            None => self.done.send(Ok(b"null".to_vec().into())),
         }
     }
 }

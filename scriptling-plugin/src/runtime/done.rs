@@ -7,9 +7,10 @@
 
 use crate::rpc::{ErrorCode, RpcError};
 use crate::runtime::inflight::InFlightGuard;
+use crate::value::codec::Encoded;
 
 /// The serialised result JSON of a request, or its error.
-pub(crate) type Outcome = Result<Vec<u8>, RpcError>;
+pub(crate) type Outcome = Result<Encoded, RpcError>;
 
 /// Receives a request's outcome, exactly once. The request counts as in
 /// flight (when counted) until its outcome is handed over.
@@ -73,10 +74,10 @@ mod tests {
     #[test]
     fn an_outcome_is_handed_over_once_and_a_dropped_done_answers_an_internal_error() {
         let (seen, done) = recorder();
-        done().send(Ok(b"1".to_vec()));
+        done().send(Ok(b"1".to_vec().into()));
         drop(done());
         let seen = seen.lock().unwrap();
-        assert_eq!(seen[0], Ok(b"1".to_vec()));
+        assert_eq!(seen[0], Ok(b"1".to_vec().into()));
         let dropped = seen[1].as_ref().unwrap_err();
         assert_eq!(dropped.code, ErrorCode::InternalError);
         assert!(dropped.message.contains("without answering"), "{}", dropped.message);

@@ -146,7 +146,7 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
             }
             rpc::encode_result(&Answer { success: true, result: Plain(&value) }, qualified)
         }
-        Ok(Ok(value)) => rpc::encode_value(&value, qualified),
+        Ok(Ok(value)) => rpc::encode_value(value, qualified),
         Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
         Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
     }

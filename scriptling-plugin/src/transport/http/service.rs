@@ -97,7 +97,7 @@ impl Service {
                     Some(id) => Done::new(move |outcome: Outcome| {
                         let mut out = Vec::new();
                         match outcome {
-                            Ok(result) => rpc::write_result(&mut out, &id, &result),
+                            Ok(result) => rpc::write_encoded(&mut out, &id, &result),
                             Err(error) => rpc::write_error(&mut out, Some(&id), &error),
                         }
                         let _ = tx.send(Some(out));
@@ -152,7 +152,7 @@ impl Service {
     /// clients. It releases the objects of the client that sent it, if it
     /// named itself with `X-Scriptling-Client`.
     fn shutdown(&self, owner: Option<Arc<str>>, done: Done) {
-        let Some(owner) = owner else { return done.send(Ok(b"null".to_vec())) };
+        let Some(owner) = owner else { return done.send(Ok(b"null".to_vec().into())) };
         let mine = self.dispatcher.link().objects.drain_owned_by(&owner);
         let link = Arc::clone(self.dispatcher.link());
         let deadline = std::time::Instant::now().checked_add(self.dispatcher.core().options.shutdown_grace);
@@ -161,7 +161,7 @@ impl Service {
             if let Err(overran) = teardown::release_within(&link, mine, "plugin.shutdown", deadline) {
                 eprintln!("scriptling-plugin: {overran}; answering plugin.shutdown without waiting for it");
             }
-            done.send(Ok(b"null".to_vec()));
+            done.send(Ok(b"null".to_vec().into()));
         });
     }
 }

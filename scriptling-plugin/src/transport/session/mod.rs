@@ -258,7 +258,7 @@ impl Drop for Session {
 
 fn answer(shutdowns: &mut Vec<Done>) {
     for done in shutdowns.drain(..) {
-        done.send(Ok(b"null".to_vec()));
+        done.send(Ok(b"null".to_vec().into()));
     }
 }
 

@@ -101,10 +101,17 @@ where
     fn serve_line(&mut self) -> bool {
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
+        // Checked as UTF-8 once, here: nothing parsed from the line checks again.
         let frame = if self.buf.len() >= MOVE_LINES_FROM {
-            Bytes::Whole(Arc::new(std::mem::take(&mut self.buf)))
+            match String::from_utf8(std::mem::take(&mut self.buf)) {
+                Ok(text) => Bytes::WholeText(Arc::new(text)),
+                Err(e) => return routes.not_utf8(e.utf8_error()),
+            }
         } else {
-            Bytes::Copied(Arc::from(&self.buf[..]))
+            match std::str::from_utf8(&self.buf) {
+                Ok(text) => Bytes::Text(Arc::from(text)),
+                Err(e) => return routes.not_utf8(e),
+            }
         };
         routes.serve_frame(&frame, max_batch)
     }
@@ -114,8 +121,17 @@ impl Routes {
     /// Serves a frame parsed the general way: its requests' params are
     /// decoded on the pool. Returns whether it was an answer to one of the
     /// plugin's requests.
+    fn not_utf8(&self, error: std::str::Utf8Error) -> bool {
+        self.error(None, &rpc::not_utf8(error));
+        false
+    }
+
     fn serve_frame(&self, frame: &Bytes, max_batch: usize) -> bool {
-        match rpc::parse_frame(frame.as_ref(), max_batch) {
+        let parsed = match frame.text() {
+            Some(text) => rpc::parse_text(text, max_batch),
+            None => rpc::parse_frame(frame.as_ref(), max_batch),
+        };
+        match parsed {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 self.serve(Incoming::new(frame, request), id);
@@ -215,13 +231,13 @@ impl Routes {
             writer.send(match outcome {
                 // Written from where it was serialised: no copy of a large result.
                 Ok(result) if result.len() >= MOVE_LINES_FROM => {
-                    Frame::split(rpc::result_head(&id), result, rpc::RESULT_TAIL)
+                    let mut head = rpc::result_head(&id);
+                    head.extend_from_slice(result.head());
+                    let mut tail = result.tail().to_vec();
+                    tail.extend_from_slice(rpc::RESULT_TAIL);
+                    Frame::split(head, result.body, tail)
                 }
-                Ok(result) => {
-                    let mut line = Vec::new();
-                    rpc::write_result(&mut line, &id, &result);
-                    Frame::line(Kind::Answer, line)
-                }
+                Ok(result) => Frame::line(Kind::Answer, rpc::into_result_line(&id, result)),
                 Err(error) => {
                     let mut line = Vec::new();
                     rpc::write_error(&mut line, Some(&id), &error);

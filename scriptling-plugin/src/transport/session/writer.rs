@@ -61,7 +61,7 @@ enum Parts {
     Line(Vec<u8>),
     /// An answer written from where its result was serialised: head,
     /// result, tail.
-    Split(Vec<u8>, Vec<u8>, &'static [u8]),
+    Split(Vec<u8>, Vec<u8>, Vec<u8>),
 }
 
 impl Frame {
@@ -72,7 +72,7 @@ impl Frame {
     }
 
     /// An answer made of `head`, `body` and `tail` (a newline follows).
-    pub(crate) fn split(head: Vec<u8>, body: Vec<u8>, tail: &'static [u8]) -> Frame {
+    pub(crate) fn split(head: Vec<u8>, body: Vec<u8>, tail: Vec<u8>) -> Frame {
         Frame { kind: Kind::Answer, parts: Parts::Split(head, body, tail) }
     }
 
@@ -586,7 +586,7 @@ mod tests {
         let fake = Fake::default();
         let (writer, _) = writer(&fake);
         writer.send(answer("one"));
-        writer.send(Frame::split(b"{h:".to_vec(), b"body".to_vec(), b"}"));
+        writer.send(Frame::split(b"{h:".to_vec(), b"body".to_vec(), b"}".to_vec()));
         assert_eq!(fake.text(), "one\n{h:body}\n");
         assert_eq!(fake.0.lock().unwrap().writes, 2);
         assert_eq!(writer.drain(Duration::from_secs(1)), Undelivered::default());
