@@ -38,6 +38,7 @@ pub(crate) enum Bytes {
     /// A large line handed over whole, with no copy, checked as `Text` is.
     WholeText(Arc<String>),
     /// A buffer handed over whole, not checked yet: an HTTP body.
+    #[cfg(feature = "http")]
     Whole(Arc<dyn AsRef<[u8]> + Send + Sync>),
 }
 
@@ -47,6 +48,7 @@ impl Bytes {
         match self {
             Bytes::Text(text) => Some(text),
             Bytes::WholeText(text) => Some(text),
+            #[cfg(feature = "http")]
             Bytes::Whole(_) => None,
         }
     }
@@ -57,6 +59,7 @@ impl AsRef<[u8]> for Bytes {
         match self {
             Bytes::Text(text) => text.as_bytes(),
             Bytes::WholeText(text) => text.as_bytes(),
+            #[cfg(feature = "http")]
             Bytes::Whole(bytes) => (**bytes).as_ref(),
         }
     }
