@@ -34,6 +34,19 @@ pub fn frame(bytes: &[u8]) {
             (one, two) => panic!("params differ: {one:?} / {two:?}"),
         }
     }
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && let (Some(scanned), general) = rpc::scan_and_classify(text)
+    {
+        let Message::Request(general) = general else {
+            panic!("the raw scan took a line serde does not read as a request");
+        };
+        assert_eq!((scanned.id.map(|i| i.get()), scanned.method), (general.id.map(|i| i.get()), general.method));
+        match (scanned.params, general.params) {
+            (None, None) => {}
+            (Some(rpc::Params::Raw(one)), Some(rpc::Params::Raw(two))) => assert_eq!(one.get(), two.get()),
+            (one, two) => panic!("params differ: {one:?} / {two:?}"),
+        }
+    }
     if let Frame::Single(Message::Request(decoded)) = rpc::parse_frame_decoding(bytes, 1_000) {
         let Frame::Single(Message::Request(raw)) = rpc::parse_frame(bytes, 1_000) else {
             panic!("a request in one pass is a request in two");

@@ -39,7 +39,7 @@
 //!   use the bare name for the setter and `get_` for the getter
 //!   (`description(text)` / `get_description()`), as
 //!   [`std::process::Command`] does; read-only types ([`Param`],
-//!   [`CallError`]) use bare getters.
+//!   [`CallError`], [`FromValueError`]) use bare getters.
 //! - Errors are built with `new` ([`CallError::new`],
 //!   [`FromValueError::new`], [`IntoValueError::new`]).
 //!

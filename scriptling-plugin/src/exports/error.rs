@@ -10,8 +10,9 @@ use std::fmt;
 #[non_exhaustive]
 pub enum ServeError {
     /// The registrations are inconsistent (duplicate or invalid names,
-    /// constants that cannot be encoded). Every problem is listed, in the
-    /// order the registrations were made.
+    /// constants that cannot be encoded). Every problem is listed, grouped
+    /// by kind (the library, then exports, then class members, then script
+    /// sources), in registration order within each.
     Invalid(Vec<DefinitionError>),
     /// The transport was configured wrongly (`--listen`, `SCRIPTLING_PLUGIN_*`).
     Config(String),

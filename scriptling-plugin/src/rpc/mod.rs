@@ -188,6 +188,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 /// Parses one line (without its newline). A batch holds at most
 /// `max_batch` elements; a longer one is refused whole, without being
 /// classified.
+#[cfg(any(feature = "http", fuzzing, test))]
 pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
     match checked_text(line) {
         Ok(text) => parse_text(text, max_batch),
@@ -264,6 +265,13 @@ pub(crate) fn decode_envelope(text: &str) -> Option<Message<'_>> {
 #[cfg(fuzzing)]
 pub(crate) fn scan_request(text: &str) -> Option<Request<'_>> {
     scan::request(text)
+}
+
+/// The common-shape reader with raw params, and the general parser it
+/// stands in front of (for the fuzzer, which checks they agree).
+#[cfg(fuzzing)]
+pub(crate) fn scan_and_classify(text: &str) -> (Option<Request<'_>>, Message<'_>) {
+    (scan::request_raw(text), classify(text))
 }
 
 /// The first byte that is not whitespace.
@@ -720,5 +728,25 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"x\""}}"#
         );
+    }
+
+    /// Every way of writing an answer writes the same bytes: framed in the
+    /// result's own buffer, appended from its parts, or from whole JSON.
+    #[test]
+    fn answers_are_the_same_however_they_are_framed() {
+        let id = RawValue::from_string(r#""call-7""#.to_owned()).unwrap();
+        for value in
+            [Value::Int(3), Value::from("small"), Value::from("x".repeat(100_000)), Value::from("é\n".repeat(40_000))]
+        {
+            let whole = codec::encode(&value).unwrap();
+            let mut expected = Vec::new();
+            write_result(&mut expected, &id, &whole);
+            let mut appended = Vec::new();
+            write_encoded(&mut appended, &id, &codec::encode_owned(value.clone()).unwrap());
+            assert_eq!(appended, expected);
+            let framed = into_result_line(&id, codec::encode_owned(value).unwrap());
+            assert_eq!(framed, expected);
+            assert!(framed.capacity() > framed.len(), "room for the newline");
+        }
     }
 }

@@ -250,14 +250,15 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// By default glibc raises the mapping threshold after large frees, so later
 /// large payload buffers come from per-thread arenas that keep them: with
 /// requests handled on several threads, a plugin that saw five 16 MiB
-/// payloads held ~99 MiB at peak; with the threshold fixed it holds ~39 MiB.
+/// payloads held ~99 MiB at peak; with the thresholds fixed it holds ~39 MiB.
 /// The threshold is 2 MiB, not lower, so a 1 MiB payload's buffers are
 /// reused rather than mapped, faulted in page by page and unmapped on every
 /// call; the trim threshold (128 KiB once the other is fixed) is raised to
 /// match, or the heap gave those pages back after each call just the same.
-/// Measured (`plugin-bench compare`, 3 interleaved runs): 1 MiB round trips
-/// 629 → 771 MB/s, 16 MiB 499 → 536 MB/s, peak RSS 37.2 → 39.2 MiB; with
-/// 4 MiB / 4 MiB the peak passed 40 MiB. Only the methods that own the
+/// Measured against 1 MiB / 128 KiB (`plugin-bench compare`, 3 interleaved
+/// runs): 1 MiB round trips 629 → 771 MB/s, 16 MiB 499 → 536 MB/s, peak
+/// RSS with 16 MiB payloads 36.3 → 39.2 MiB; with 4 MiB / 4 MiB or 4 / 8
+/// the peak passed 40 MiB (ARCHITECTURE.md lists every setting tried). Only the methods that own the
 /// process (`run`, `serve_http`) do this; with another global allocator it
 /// has no effect.
 pub(crate) fn return_large_buffers_to_the_system() {

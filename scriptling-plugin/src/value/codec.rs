@@ -154,7 +154,8 @@ pub(crate) fn encode(value: &Value) -> serde_json::Result<Vec<u8>> {
             out.push(b'}');
         }
         Value::String(s) => {
-            out.reserve(s.len() + 28);
+            // The value's 28 bytes around the string, and the envelope's room.
+            out.reserve(s.len() + 28 + 64);
             out.extend_from_slice(br#"{"type":"string","value":"#);
             serde_json::to_writer(&mut out, s)?;
             out.push(b'}');

@@ -29,7 +29,7 @@ use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError
 /// assert!(err.reason().starts_with("is not a valid Point"));
 /// ```
 ///
-/// Callbacks and remote objects have no JSON form: a `Json<T>` parameter
+/// Callbacks and plugin objects have no JSON form: a `Json<T>` parameter
 /// given one fails with a clear error; take a [`Value`] parameter instead.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Json<T>(pub T);

@@ -172,7 +172,7 @@ impl ObjectRef {
 impl Value {
     /// The Scriptling-facing name of this value's type, as used in error
     /// messages: `None`, `bool`, `int`, `float`, `string`, `list`, `dict`,
-    /// `function` (a callback) or `object` (a remote object).
+    /// `function` (a callback) or `object` (an object of a plugin class).
     ///
     /// ```
     /// # use scriptling_plugin::Value;

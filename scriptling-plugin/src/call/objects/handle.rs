@@ -79,7 +79,7 @@ impl<T: PluginClass> Object<T> {
         self.entry.id()
     }
 
-    /// The remote reference the host uses for this object.
+    /// The [`ObjectRef`] the host uses for this object.
     pub fn object_ref(&self) -> ObjectRef {
         self.entry.object_ref(&self.library)
     }
@@ -246,7 +246,7 @@ impl<T> IntoValue for Object<T> {
 }
 
 /// Inserts a new instance of `T` into the current call's object table and
-/// returns its remote value. This is what a `#[plugin_class]` type's
+/// returns it as a [`Value::Object`]. This is what a `#[plugin_class]` type's
 /// `IntoValue` does; hand-written classes call it from theirs.
 ///
 /// ```

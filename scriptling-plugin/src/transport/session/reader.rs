@@ -38,8 +38,6 @@ pub(crate) struct Routes {
     pub(crate) stop: Arc<Stop>,
     /// The token to present before anything but `hello` and `ping` is served.
     pub(crate) gate: Option<Arc<Gate>>,
-    /// A line over the limit ends the session (see `Setup`).
-
     /// Who is at the other end, for messages (`None`: the stdio host).
     pub(crate) peer: Option<Arc<str>>,
 }
@@ -102,36 +100,38 @@ where
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
         // Checked as UTF-8 once, here: nothing parsed from the line checks again.
-        let frame = if self.buf.len() >= MOVE_LINES_FROM {
+        if self.buf.len() >= MOVE_LINES_FROM {
             match String::from_utf8(std::mem::take(&mut self.buf)) {
-                Ok(text) => Bytes::WholeText(Arc::new(text)),
-                Err(e) => return routes.not_utf8(e.utf8_error()),
+                Ok(text) => {
+                    let text = Arc::new(text);
+                    routes.serve_frame(&Bytes::WholeText(Arc::clone(&text)), &text, max_batch)
+                }
+                Err(e) => routes.not_utf8(e.utf8_error()),
             }
         } else {
             match std::str::from_utf8(&self.buf) {
-                Ok(text) => Bytes::Text(Arc::from(text)),
-                Err(e) => return routes.not_utf8(e),
+                Ok(text) => {
+                    let text: Arc<str> = Arc::from(text);
+                    routes.serve_frame(&Bytes::Text(Arc::clone(&text)), &text, max_batch)
+                }
+                Err(e) => routes.not_utf8(e),
             }
-        };
-        routes.serve_frame(&frame, max_batch)
+        }
     }
 }
 
 impl Routes {
-    /// Serves a frame parsed the general way: its requests' params are
-    /// decoded on the pool. Returns whether it was an answer to one of the
-    /// plugin's requests.
+    /// Answers a line that is not UTF-8 with a parse error.
     fn not_utf8(&self, error: std::str::Utf8Error) -> bool {
         self.error(None, &rpc::not_utf8(error));
         false
     }
 
-    fn serve_frame(&self, frame: &Bytes, max_batch: usize) -> bool {
-        let parsed = match frame.text() {
-            Some(text) => rpc::parse_text(text, max_batch),
-            None => rpc::parse_frame(frame.as_ref(), max_batch),
-        };
-        match parsed {
+    /// Serves `frame`, whose text is `text`: its requests' params are
+    /// decoded on the pool. Returns whether it was an answer to one of the
+    /// plugin's requests.
+    fn serve_frame(&self, frame: &Bytes, text: &str, max_batch: usize) -> bool {
+        match rpc::parse_text(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 self.serve(Incoming::new(frame, request), id);
