@@ -212,6 +212,23 @@ fn tools_call_converts_plain_json_both_ways() {
     assert!(unknown["error"]["message"].as_str().unwrap().starts_with("unknown tool nope (available: "), "{unknown}");
     let not_object = client.request(53, "tools/call", json!({"name": "echo", "arguments": [1]}));
     assert_eq!(not_object["error"]["code"], -32602, "{not_object}");
+    // Nesting: as deep as protocol values may be (serde_json alone stops at
+    // 128 levels), and past that the same clear refusal.
+    let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+    let line = |id: u64, depth: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"value":{}}}}}}}"#,
+            nested(depth)
+        )
+    };
+    client.send(&line(54, 500));
+    let mut deep = String::new();
+    client.reader.read_line(&mut deep).unwrap();
+    assert!(deep.contains(&format!(r#""result":{{"success":true,"result":{}}}"#, nested(500))), "{deep}");
+    client.send(&line(55, 5_000));
+    let mut too_deep = String::new();
+    client.reader.read_line(&mut too_deep).unwrap();
+    assert!(too_deep.contains("-32602") && too_deep.contains("nested more than 1000 levels deep"), "{too_deep}");
 }
 
 #[test]

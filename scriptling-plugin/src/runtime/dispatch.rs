@@ -430,7 +430,7 @@ impl DecodeJob {
     fn decode_and_route(self, here: Here) {
         let DecodeJob { dispatcher, method, frame, range, owner, done } = self;
         if method == Method::ToolsCall {
-            let parsed = serde_json::from_slice::<ToolParams>(&frame.as_ref()[range]);
+            let parsed = codec::decode::<ToolParams>(&frame.as_ref()[range]);
             drop(frame);
             return match parsed {
                 Ok(params) => dispatcher.tools_call(params, owner, done, here),

@@ -18,11 +18,12 @@ thread_local! {
     static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// One level of value nesting, counted while it is being decoded.
-struct Nesting;
+/// One level of value nesting, counted while it is being decoded (plain
+/// JSON values, `value::plain`, count the same way).
+pub(crate) struct Nesting;
 
 impl Nesting {
-    fn enter<E: de::Error>() -> Result<Nesting, E> {
+    pub(crate) fn enter<E: de::Error>() -> Result<Nesting, E> {
         DEPTH.with(|depth| {
             if depth.get() >= MAX_DEPTH {
                 return Err(E::custom(format_args!("values are nested more than {MAX_DEPTH} levels deep")));

@@ -16,8 +16,11 @@ use crate::value::{ObjectRef, Value};
 pub(crate) struct FromPlain(pub(crate) Value);
 
 impl<'de> Deserialize<'de> for FromPlain {
+    /// Nested as deep as protocol values may be ([`MAX_DEPTH`](crate::value::codec::MAX_DEPTH)),
+    /// decoded with `codec::decode`, which lifts serde_json's own limit.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(PlainVisitor).map(FromPlain)
+        let _nesting = crate::value::codec::Nesting::enter()?;
+        crate::support::deep(|| deserializer.deserialize_any(PlainVisitor)).map(FromPlain)
     }
 }
 
