@@ -18,8 +18,9 @@ pub fn value_round_trip(bytes: &[u8]) {
 }
 
 /// Classifying a line never panics, a request's params are exactly where
-/// the dispatcher will look for them, and decoding them in the envelope's
-/// pass gives what decoding them afterwards would.
+/// the dispatcher will look for them, decoding them in the envelope's pass
+/// gives what decoding them afterwards would, and the hand-written readers
+/// (the envelope scan, the params fast path) agree with serde.
 pub fn frame(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes)
         && let Some(scanned) = rpc::scan_request(text)
@@ -72,6 +73,12 @@ pub fn frame(bytes: &[u8]) {
             let _ = rpc::Method::parse(request.method);
             if let Some(rpc::Params::Raw(params)) = request.params {
                 assert_eq!(&bytes[rpc::span(bytes, params)], params.get().as_bytes());
+                // The params fast path reads exactly what serde reads.
+                if let Some(fast) = rpc::fast_call_params(params.get()) {
+                    let slow: rpc::CallParams =
+                        codec::decode_str(params.get()).expect("the fast path took what serde refuses");
+                    assert_eq!(fast, slow);
+                }
             }
         }
     }

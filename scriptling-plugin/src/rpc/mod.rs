@@ -260,6 +260,12 @@ pub(crate) fn decode_envelope(text: &str) -> Option<Message<'_>> {
     Some(envelope.into_message(Params::Call))
 }
 
+/// Call params of the common shape, decoded without serde, or `None` for
+/// serde to decode (see `scan::call_params`).
+pub(crate) fn fast_call_params(text: &str) -> Option<CallParams> {
+    scan::call_params(text)
+}
+
 /// The common-shape reader alone (for the fuzzer, which checks it against
 /// [`decode_envelope`]).
 #[cfg(fuzzing)]
