@@ -215,7 +215,7 @@ impl<'a> Cursor<'a> {
         self.eat(b'"')?;
         let start = self.at;
         let rest = &self.text.as_bytes()[start..];
-        let len = rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        let len = crate::support::json_special(rest)?;
         if rest[len] != b'"' {
             return None;
         }

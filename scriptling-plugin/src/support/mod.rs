@@ -37,6 +37,23 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// Where the first byte JSON must escape is in `bytes` (a control
+/// character, `"` or `\`: exactly what serde_json escapes), if any. Each
+/// 64-byte chunk is tested whole, without an early exit inside it, which
+/// the compiler turns into vector instructions: a long string is searched
+/// at memory speed, not a byte at a time.
+pub(crate) fn json_special(bytes: &[u8]) -> Option<usize> {
+    let special = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
+    let mut offset = 0;
+    for chunk in bytes.chunks(64) {
+        if chunk.iter().fold(false, |found, &b| found | special(b)) {
+            return chunk.iter().position(|&b| special(b)).map(|i| offset + i);
+        }
+        offset += chunk.len();
+    }
+    None
+}
+
 /// Runs `f`, on a fresh stack segment if this thread's is nearly used up.
 ///
 /// Wrapped around each level of the SDK's recursive work on values

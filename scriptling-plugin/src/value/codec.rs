@@ -127,12 +127,9 @@ pub(crate) fn encode_owned(value: Value) -> serde_json::Result<Encoded> {
     }
 }
 
-/// Whether JSON needs any byte of `bytes` escaped: exactly the bytes
-/// serde_json escapes (control characters, `"` and `\`). The test runs over
-/// whole 64-byte chunks without an early exit inside one, which the
-/// compiler turns into vector instructions.
+/// Whether JSON needs any byte of `bytes` escaped.
 fn needs_escape(bytes: &[u8]) -> bool {
-    bytes.chunks(64).any(|chunk| chunk.iter().fold(false, |found, &b| found | (b < 0x20) | (b == b'"') | (b == b'\\')))
+    crate::support::json_special(bytes).is_some()
 }
 
 /// Encodes `value` as its wire JSON: exactly what its `Serialize` writes,
