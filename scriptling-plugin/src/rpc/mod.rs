@@ -106,18 +106,9 @@ pub(crate) struct Request<'a> {
     /// `None` for a notification.
     pub(crate) id: Option<&'a RawValue>,
     pub(crate) method: &'a str,
-    /// `None` when absent or `null`.
-    pub(crate) params: Option<Params<'a>>,
-}
-
-/// A request's params, as the frame's parser left them.
-#[derive(Debug)]
-pub(crate) enum Params<'a> {
-    /// Raw JSON, for whoever runs the request to decode.
-    Raw(&'a RawValue),
-    /// Decoded as call params in the same pass as the envelope (see
-    /// [`parse_frame_decoding`]).
-    Call(CallParams),
+    /// Raw JSON, for whoever runs the request to decode (`None`: absent
+    /// or `null`).
+    pub(crate) params: Option<&'a RawValue>,
 }
 
 /// An answer to one of the plugin's own requests.
@@ -161,18 +152,17 @@ pub(crate) enum Frame<'a> {
     Batch(Vec<Message<'a>>),
 }
 
-/// A message's fields, with its params read as `P`.
+/// A message's fields.
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Envelope<'a, P> {
+struct Envelope<'a> {
     #[serde(borrow, default, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(default)]
-    params: Option<P>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     result: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
@@ -190,38 +180,12 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 /// classified.
 #[cfg(any(feature = "http", fuzzing, test))]
 pub(crate) fn parse_frame(line: &[u8], max_batch: usize) -> Frame<'_> {
-    match checked_text(line) {
+    // Checked whole once: bytes in a field that is skipped are held to
+    // UTF-8 too, and no string needs checking again.
+    match std::str::from_utf8(line) {
         Ok(text) => parse_text(text, max_batch),
-        Err(error) => Frame::Single(Message::Invalid(None, error)),
+        Err(error) => Frame::Single(Message::Invalid(None, not_utf8(error))),
     }
-}
-
-/// Like [`parse_frame`], for a transport that runs a request on the thread
-/// that read it: a single request's params are decoded as [`CallParams`]
-/// in the same pass as its envelope ([`Params::Call`]), so they are read
-/// once rather than skipped and then decoded. Anything that does not
-/// decode so (a batch, params another method's or malformed, any error) is
-/// parsed as [`parse_frame`] does, which says what is wrong.
-pub(crate) fn parse_frame_decoding(line: &[u8], max_batch: usize) -> Frame<'_> {
-    let text = match checked_text(line) {
-        Ok(text) => text,
-        Err(error) => return Frame::Single(Message::Invalid(None, error)),
-    };
-    if first_byte(text.as_bytes()) == Some(b'{') {
-        if let Some(request) = scan::request(text) {
-            return Frame::Single(Message::Request(request));
-        }
-        if let Some(message) = decode_envelope(text) {
-            return Frame::Single(message);
-        }
-    }
-    parse_text(text, max_batch)
-}
-
-/// The line as text, checked whole once: bytes in a field that is skipped
-/// are held to UTF-8 too, and no string needs checking again.
-fn checked_text(line: &[u8]) -> Result<&str, RpcError> {
-    std::str::from_utf8(line).map_err(not_utf8)
 }
 
 /// The error for a line that is not UTF-8.
@@ -253,24 +217,10 @@ pub(crate) fn parse_text(text: &str, max_batch: usize) -> Frame<'_> {
     Frame::Single(classify(text))
 }
 
-/// One pass of serde over `text`, call params and all (what
-/// [`parse_frame_decoding`] does when the line is not of the common shape).
-pub(crate) fn decode_envelope(text: &str) -> Option<Message<'_>> {
-    let envelope = codec::decode_str::<Envelope<'_, CallParams>>(text).ok()?;
-    Some(envelope.into_message(Params::Call))
-}
-
 /// Call params of the common shape, decoded without serde, or `None` for
 /// serde to decode (see `scan::call_params`).
 pub(crate) fn fast_call_params(text: &str) -> Option<CallParams> {
     scan::call_params(text)
-}
-
-/// The common-shape reader alone (for the fuzzer, which checks it against
-/// [`decode_envelope`]).
-#[cfg(fuzzing)]
-pub(crate) fn scan_request(text: &str) -> Option<Request<'_>> {
-    scan::request(text)
 }
 
 /// The common-shape reader with raw params, and the general parser it
@@ -328,15 +278,15 @@ fn classify(text: &str) -> Message<'_> {
             Err(e) => Message::Invalid(None, parse_error(&e)),
         };
     }
-    match serde_json::from_str::<Envelope<'_, &RawValue>>(text) {
-        Ok(envelope) => envelope.into_message(Params::Raw),
+    match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(envelope) => envelope.into_message(),
         Err(e) => invalid_envelope(text, &e),
     }
 }
 
-impl<'a, P> Envelope<'a, P> {
-    /// What the message is, its params wrapped by `params`.
-    fn into_message(self, params: impl FnOnce(P) -> Params<'a>) -> Message<'a> {
+impl<'a> Envelope<'a> {
+    /// What the message is.
+    fn into_message(self) -> Message<'a> {
         let Some(method) = self.method else { return self.into_answer() };
         if self.jsonrpc.map(RawValue::get) != Some(r#""2.0""#) {
             return Message::Invalid(None, invalid(r#"invalid request: "jsonrpc" must be "2.0""#));
@@ -347,7 +297,7 @@ impl<'a, P> Envelope<'a, P> {
         let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
             return Message::Invalid(id, invalid(r#"invalid request: "method" must be a string without escapes"#));
         };
-        Message::Request(Request { id, method, params: self.params.map(params) })
+        Message::Request(Request { id, method, params: self.params })
     }
 
     /// A message without `method`: an answer to one of the plugin's own
@@ -584,49 +534,17 @@ mod tests {
         let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#) else { panic!() };
         assert!(r.params.is_none());
         let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
-        let Some(Params::Raw(raw)) = r.params else { panic!() };
-        assert_eq!(raw.get(), r#"{"a":1}"#);
+        assert_eq!(r.params.map(RawValue::get), Some(r#"{"a":1}"#));
     }
 
     #[test]
-    fn call_params_are_decoded_in_the_envelopes_pass() {
-        fn decoding(line: &str) -> Request<'_> {
-            match parse_frame_decoding(line.as_bytes(), 100) {
-                Frame::Single(Message::Request(r)) => r,
-                other => panic!("{line}: {other:?}"),
-            }
-        }
-        for line in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
-            // params before method: decoded all the same
-            r#"{"params":{"name":"f","args":[{"type":"int","value":1}]},"id":1,"method":"function.call","jsonrpc":"2.0"}"#,
-        ] {
-            let r = decoding(line);
-            assert_eq!((r.id.map(RawValue::get), r.method), (Some("1"), "function.call"));
-            let Some(Params::Call(p)) = r.params else { panic!("{line}") };
-            assert_eq!((p.name.as_deref(), p.args), (Some("f"), Some(vec![crate::value::Value::Int(1)])));
-        }
-        // Another method's params that are not call params stay raw, and
-        // so do malformed ones: the method says what is wrong with them.
-        for line in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1,2]}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":"x"}]}}"#,
-        ] {
-            assert!(matches!(decoding(line).params, Some(Params::Raw(_))), "{line}");
-        }
-        assert!(decoding(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#).params.is_none());
-        // Responses, batches and errors are what parse_frame says.
-        assert!(matches!(
-            parse_frame_decoding(br#"{"id":7,"result":{"type":"null"}}"#, 100),
-            Frame::Single(Message::Response(_))
-        ));
-        assert!(matches!(parse_frame_decoding(br#"[{"jsonrpc":"2.0","id":1,"method":"a"}]"#, 100), Frame::Batch(_)));
+    fn malformed_or_not_utf8_lines_are_parse_errors() {
         for line in [
             &b"{nope"[..],
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",
             b"{\"jsonrpc\":\"2.0\xc3\",\"id\":1,\"method\":\"ping\"}",
         ] {
-            let Frame::Single(Message::Invalid(_, e)) = parse_frame_decoding(line, 100) else { panic!() };
+            let Frame::Single(Message::Invalid(_, e)) = parse_frame(line, 100) else { panic!() };
             assert_eq!(e.code, ErrorCode::ParseError);
         }
     }

@@ -1,7 +1,7 @@
 //! A hand-written reader for the request line hosts send almost always:
 //! one object with `jsonrpc`, `id`, `method` and `params` (an object), in
 //! any order. It finds the envelope's fields without serde's machinery and
-//! leaves only the params to serde (decoded, or skipped and kept raw);
+//! leaves only the skipping of the params to serde, keeping them raw;
 //! anything else (another key, an escape in a name, a response, odd spacing
 //! inside a number) makes it give up, and the general parser reads the line
 //! instead, so it never accepts a line differently.
@@ -12,22 +12,13 @@
 
 use serde_json::value::RawValue;
 
-use crate::rpc::{CallParams, Params, Request};
+use crate::rpc::{CallParams, Request};
 use crate::value::Value;
 
-/// The request on `text`, a whole line, its params decoded, or `None` if
-/// it is not of the common shape (the general parser then decides what it
-/// is).
-pub(crate) fn request(text: &str) -> Option<Request<'_>> {
-    scan(text, |at| Some(at.call_params()?.map(Params::Call)))
-}
-
-/// [`request`] with the params skipped and kept raw, for decoding later.
+/// The request on `text`, a whole line, its params skipped and kept raw,
+/// or `None` if it is not of the common shape (the general parser then
+/// decides what it is).
 pub(crate) fn request_raw(text: &str) -> Option<Request<'_>> {
-    scan(text, |at| Some(at.raw_params()?.map(Params::Raw)))
-}
-
-fn scan<'a>(text: &'a str, read_params: impl Fn(&mut Cursor<'a>) -> Option<Option<Params<'a>>>) -> Option<Request<'a>> {
     let mut at = Cursor { text, at: 0 };
     at.eat(b'{')?;
     let (mut id, mut method, mut params, mut jsonrpc) = (None, None, None, false);
@@ -39,7 +30,7 @@ fn scan<'a>(text: &'a str, read_params: impl Fn(&mut Cursor<'a>) -> Option<Optio
             "jsonrpc" if !jsonrpc && at.plain_string()? == "2.0" => jsonrpc = true,
             "id" if id.is_none() => id = Some(at.id()?),
             "method" if method.is_none() => method = Some(at.plain_string()?),
-            "params" if params.is_none() => params = Some(read_params(&mut at)?),
+            "params" if params.is_none() => params = Some(at.raw_params()?),
             _ => return None,
         }
         match at.next_byte()? {
@@ -244,17 +235,6 @@ impl<'a> Cursor<'a> {
         serde_json::from_str(self.text.get(start..self.at)?).ok()
     }
 
-    /// Params that are an object (decoded as call params) or `null`.
-    fn call_params(&mut self) -> Option<Option<CallParams>> {
-        let Some(rest) = self.object_or_null()? else { return Some(None) };
-        let mut de = serde_json::Deserializer::from_str(rest);
-        de.disable_recursion_limit();
-        let mut values = de.into_iter::<CallParams>();
-        let params = values.next()?.ok()?;
-        self.at += values.byte_offset();
-        Some(Some(params))
-    }
-
     /// Params that are an object (skipped, kept verbatim) or `null`.
     fn raw_params(&mut self) -> Option<Option<&'a RawValue>> {
         let Some(rest) = self.object_or_null()? else { return Some(None) };
@@ -288,9 +268,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1}]}}"#,
             r#" { "params" : {"name":"f","args":[{"type":"int","value":1}]} , "method":"function.call", "id": 7 ,"jsonrpc":"2.0"} "#,
         ] {
-            let r = request(line).unwrap_or_else(|| panic!("{line}"));
+            let r = request_raw(line).unwrap_or_else(|| panic!("{line}"));
             assert_eq!((r.id.map(RawValue::get), r.method), (Some("7"), "function.call"));
-            let Some(Params::Call(p)) = r.params else { panic!() };
+            let p = call_params(r.params.unwrap().get()).unwrap();
             assert_eq!((p.name.as_deref(), p.args), (Some("f"), Some(vec![Value::Int(1)])));
         }
         for (line, id) in [
@@ -299,7 +279,7 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":null,"method":"ping","params":null}"#, Some("null")),
             (r#"{"jsonrpc":"2.0","method":"ping"}"#, None),
         ] {
-            let r = request(line).unwrap_or_else(|| panic!("{line}"));
+            let r = request_raw(line).unwrap_or_else(|| panic!("{line}"));
             assert_eq!((r.id.map(RawValue::get), r.method, r.params.is_none()), (id, "ping", true), "{line}");
         }
     }
@@ -354,14 +334,9 @@ mod tests {
         ] {
             let raw = request_raw(line).unwrap_or_else(|| panic!("{line}"));
             let crate::rpc::Message::Request(general) = crate::rpc::classify(line) else { panic!("{line}") };
-            let text = |p: Option<Params<'_>>| match p {
-                Some(Params::Raw(raw)) => Some(raw.get().to_owned()),
-                None => None,
-                Some(other) => panic!("{other:?}"),
-            };
             assert_eq!(
-                (raw.id.map(RawValue::get), raw.method, text(raw.params)),
-                (general.id.map(RawValue::get), general.method, text(general.params)),
+                (raw.id.map(RawValue::get), raw.method, raw.params.map(RawValue::get)),
+                (general.id.map(RawValue::get), general.method, general.params.map(RawValue::get)),
                 "{line}"
             );
         }
@@ -395,7 +370,7 @@ mod tests {
             r#"[{"id":1,"method":"ping"}]"#,
             "{\"id\":1,\"method\":\"a\tb\"}",
         ] {
-            assert!(request(line).is_none(), "{line}");
+            assert!(request_raw(line).is_none(), "{line}");
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::call::link::Link;
 use crate::call::objects::Entry;
 use crate::exports::core::Core;
 use crate::exports::function::{Function, Handler};
-use crate::rpc::{self, CallParams, ErrorCode, Method, Params, RpcError};
+use crate::rpc::{self, CallParams, ErrorCode, Method, RpcError};
 use crate::runtime::done::Done;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::invoke::{self, Call, Encode};
@@ -76,8 +76,8 @@ enum Payload {
     /// Still raw: where they are in the frame, which is kept until they
     /// are decoded.
     InFrame(Bytes, Range<usize>),
-    /// Decoded already (`None`: absent).
-    Decoded(Option<CallParams>),
+    /// Absent or `null`.
+    Absent,
 }
 
 impl Incoming {
@@ -86,9 +86,8 @@ impl Incoming {
     /// runs.
     pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
         let params = match request.params {
-            None => Payload::Decoded(None),
-            Some(Params::Call(params)) => Payload::Decoded(Some(params)),
-            Some(Params::Raw(raw)) => Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw)),
+            None => Payload::Absent,
+            Some(raw) => Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw)),
         };
         Self { method: Method::parse(request.method), params }
     }
@@ -194,7 +193,7 @@ impl Dispatcher {
             Method::ToolsList => done.send(Ok(self.core.tools.clone().into())),
             Method::ToolsCall => match request.params {
                 Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
-                Payload::Decoded(_) => {
+                Payload::Absent => {
                     let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
                     done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
                 }
@@ -204,7 +203,7 @@ impl Dispatcher {
                 done.send(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
             }
             Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => match request.params {
-                Payload::Decoded(params) => self.route(request.method, params, owner, done, Here::Away),
+                Payload::Absent => self.route(request.method, None, owner, done, Here::Away),
                 Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
             },
         }

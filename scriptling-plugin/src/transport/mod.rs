@@ -233,6 +233,32 @@ impl Plugin {
     }
 }
 
+/// What a network server that owns the process (`--listen` over TCP or
+/// HTTP) sets up around serving: SIGINT/SIGTERM call `stop` once (and are
+/// given back their previous handlers after), the allocator tuning, the
+/// panic hook and the runtime. Handlers still running past the grace period
+/// are abandoned, not waited for.
+pub(crate) fn serve_owning_process(
+    panic_backtraces: bool,
+    stop: impl FnOnce() + Send + 'static,
+    serve: impl FnOnce(&tokio::runtime::Runtime) -> Result<(), ServeError>,
+) -> Result<(), ServeError> {
+    let signals = Signals::install();
+    return_large_buffers_to_the_system();
+    panic::install_hook(panic_backtraces);
+    let rt = runtime()?;
+    let _watch = match signals {
+        Some(signals) => Some(signals.watch(move |signal| {
+            eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
+            stop();
+        })?),
+        None => None,
+    };
+    let result = serve(&rt);
+    rt.shutdown_background();
+    result
+}
+
 /// The runtime `run` and `serve_http` serve on: one worker per core (the
 /// core count is asked once, shared with the sync pool).
 pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -67,39 +67,29 @@ use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::runtime::dispatch::Dispatcher;
 use crate::runtime::pool::Pool;
-use crate::runtime::{panic, teardown};
+use crate::runtime::teardown;
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
 use crate::transport::refusals::Refusals;
-use crate::transport::signals::Signals;
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
-    let signals = Signals::install();
-    super::return_large_buffers_to_the_system();
-    panic::install_hook(core.options.panic_backtraces);
     super::raise_file_limit(config.max_connections);
-    let rt = super::runtime()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-    // Restores the previous handlers when serving ends.
-    let _watch = match signals {
-        Some(signals) => Some(signals.watch(move |signal| {
-            eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
-            let _ = stop_tx.send(());
-        })?),
-        None => None,
+    let stop_on_signal = move || {
+        let _ = stop_tx.send(());
     };
-    let result = rt.block_on(async {
-        let stop = async {
-            // Without signals (already caught elsewhere), serve until killed.
-            if stop_rx.await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        serve(Arc::new(core), config, stop, |_| {}).await
-    });
-    rt.shutdown_background();
-    result
+    super::serve_owning_process(core.options.panic_backtraces, stop_on_signal, |rt| {
+        rt.block_on(async {
+            let stop = async {
+                // Without signals (already caught elsewhere), serve until killed.
+                if stop_rx.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            serve(Arc::new(core), config, stop, |_| {}).await
+        })
+    })
 }
 
 /// Serves until `stop` resolves, then finishes in-flight requests, destroys

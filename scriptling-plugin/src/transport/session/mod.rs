@@ -291,7 +291,8 @@ pub(crate) fn answer_early_handshake<R: Read>(
     if line.len() > core.options.max_frame_bytes {
         return false;
     }
-    let Parsed::Single(Message::Request(request)) = rpc::parse_frame_decoding(line, 1) else { return false };
+    let Ok(text) = std::str::from_utf8(line) else { return false };
+    let Parsed::Single(Message::Request(request)) = rpc::parse_text(text, 1) else { return false };
     let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
     let mut answer = Vec::with_capacity(core.handshake.len() + 64);
     rpc::write_result(&mut answer, id, &core.handshake);

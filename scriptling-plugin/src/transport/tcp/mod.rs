@@ -42,7 +42,6 @@ pub use config::TcpConfig;
 use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
-use crate::runtime::panic;
 use crate::runtime::pool::Pool;
 use crate::support::lock;
 use crate::transport::refusals::Refusals;
@@ -51,30 +50,16 @@ use crate::transport::session::lines::LineReader;
 use crate::transport::session::output::Output;
 use crate::transport::session::setup::Pooling;
 use crate::transport::session::{Ender, Gate, Session, Setup};
-use crate::transport::signals::Signals;
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: TcpConfig) -> Result<(), ServeError> {
-    let signals = Signals::install();
-    super::return_large_buffers_to_the_system();
-    panic::install_hook(core.options.panic_backtraces);
-    let rt = super::runtime()?;
     let stop = Stop::new()?;
-    // Restores the previous handlers when serving ends.
-    let _watch = match signals {
-        Some(signals) => {
-            let stop = Arc::clone(&stop);
-            Some(signals.watch(move |signal| {
-                eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
-                stop.stop();
-            })?)
-        }
-        None => None,
-    };
-    let result = serve(Arc::new(core), config, &stop, rt.handle().clone());
-    // Handlers still running past the grace period are abandoned, not waited for.
-    rt.shutdown_background();
-    result
+    let on_signal = Arc::clone(&stop);
+    super::serve_owning_process(
+        core.options.panic_backtraces,
+        move || on_signal.stop(),
+        |rt| serve(Arc::new(core), config, &stop, rt.handle().clone()),
+    )
 }
 
 /// Serves until `stop`, then ends every connection's session and returns.
