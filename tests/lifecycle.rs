@@ -159,15 +159,43 @@ fn a_host_that_stops_reading_loses_whole_answers_only_and_the_exit_says_how_many
 
 #[test]
 fn a_host_that_closes_stdout_ends_the_session_at_once_with_a_failure() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::OwnedFd;
     let mut raw = Raw::spawn(&mut fixture());
     raw.handshake();
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"object.new","params":{"class":"Resource","args":[{"type":"string","value":"kept"}]}}"#);
     assert_eq!(raw.recv().unwrap()["id"], 2);
-    drop(raw.stdout.take());
-    // The next answer cannot be written: the session ends without waiting
-    // for stdin to close, destroying the objects.
+    // A copy of stdout's read end outlives the host's own for one call, as
+    // in a process another thread of the host forks at that moment, until
+    // it executes its program: that answer is written. (This test once sent
+    // a single call and waited, and under load another test's spawn held
+    // such a copy just then: the answer went through and the plugin,
+    // rightly, kept serving.)
+    let ours = OwnedFd::from(raw.stdout.take().unwrap().into_inner());
+    let mut copy = std::io::BufReader::new(std::fs::File::from(ours.try_clone().unwrap()));
+    drop(ours);
     raw.send(&call_line(3, "echo", r#"{"type":"int","value":1}"#));
-    let status = raw.wait(WAIT);
+    let mut answer = String::new();
+    copy.read_line(&mut answer).unwrap();
+    assert!(answer.contains(r#""id":3"#), "{answer}");
+    drop(copy);
+    // Now nobody reads: the next answer cannot be written, and the session
+    // ends without waiting for stdin to close, destroying the objects.
+    let started = Instant::now();
+    let mut id = 4;
+    let status = loop {
+        if let Some(status) = raw.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < WAIT, "the plugin did not exit: {}", raw.stderr());
+        // Another call while it runs, in case a copy of the read end is
+        // again held somewhere for a moment (the plugin may close its stdin
+        // first: a failed send is fine).
+        let line = call_line(id, "echo", r#"{"type":"int","value":1}"#) + "\n";
+        let _ = raw.stdin.as_mut().unwrap().write_all(line.as_bytes());
+        id += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(!status.success(), "{status:?}");
     let stderr = raw.stderr();
     assert!(stderr.contains("fixture: closed kept"), "{stderr}");
