@@ -41,31 +41,29 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// character, `"` or `\`: exactly what serde_json escapes), if any.
 ///
 /// Two speeds: the first 16 bytes are searched a byte at a time, since
-/// names, keys and type tags end within them and a vector pass over a
-/// whole chunk would cost them more than the search; after that, each
-/// 64-byte chunk is tested whole, without an early exit inside it, which
-/// the compiler turns into vector instructions, so a long string is
-/// searched at memory speed. (Measured on this machine: a 5-byte key
-/// 10.4 → 4.9 ns, 1 MiB 17.4 → 18.5 GB/s, against 64-byte chunks from the
-/// first byte; callgrind: the request scan's strings ~2 800 → see
-/// ARCHITECTURE.md, instructions a `greet` call.)
+/// names, keys and type tags end within them and a pass over a whole chunk
+/// would cost them more than the search; after that, each 64-byte chunk is
+/// tested whole, without an early exit inside it, which the compiler turns
+/// into vector instructions, so a long string is searched at memory speed.
+/// (Figures in ARCHITECTURE.md, "Speed tricks".)
 pub(crate) fn json_special(bytes: &[u8]) -> Option<usize> {
     const HEAD: usize = 16;
     const CHUNK: usize = 64;
     let special = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
+    let first = |part: &[u8], offset: usize| part.iter().position(|&b| special(b)).map(|at| offset + at);
     let head = bytes.len().min(HEAD);
-    if let Some(at) = bytes[..head].iter().position(|&b| special(b)) {
+    if let Some(at) = first(&bytes[..head], 0) {
         return Some(at);
     }
-    let mut offset = head;
     let mut chunks = bytes[head..].chunks_exact(CHUNK);
+    let mut offset = head;
     for chunk in &mut chunks {
         if chunk.iter().fold(false, |found, &b| found | special(b)) {
-            return chunk.iter().position(|&b| special(b)).map(|at| offset + at);
+            return first(chunk, offset);
         }
         offset += CHUNK;
     }
-    chunks.remainder().iter().position(|&b| special(b)).map(|at| offset + at)
+    first(chunks.remainder(), offset)
 }
 
 /// Runs `f`, on a fresh stack segment if this thread's is nearly used up.
