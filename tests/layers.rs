@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules of `scriptling-plugin/src`, by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
+    &["sys"],
     &["support"],
     &["value"],
     &["rpc"],
@@ -112,6 +113,43 @@ fn the_scanner_sees_what_it_must() {
     assert_eq!(named_modules("use crate::value::Value;"), ["value"]);
     assert_eq!(named_modules("    crate::support::deep(|| x) // crate::transport"), ["support"]);
     assert_eq!(named_modules("use crate::{rpc, value::Value};"), ["rpc", "value"]);
-    assert_eq!(layer_of("transport"), Some(6));
+    assert_eq!(layer_of("transport"), Some(7));
     assert!(layer_of("transport") > layer_of("call"));
+}
+
+/// What only `sys` may name: foreign calls and raw OS handles.
+const OS_ONLY: &[&str] =
+    &["libc::", "windows_sys", "std::os::fd", "std::os::windows", "extern \"C\"", "extern \"system\""];
+
+/// The files outside `sys` that may hold `unsafe`, and why: the object
+/// cell's shared access, which the object lock guards (no OS involved).
+const UNSAFE_ELSEWHERE: &[&str] = &["call/objects/handle.rs", "call/objects/mod.rs"];
+
+/// Every foreign call and raw OS handle lives in `sys`, one module per OS,
+/// with the `unsafe` it takes; the rest of the crate is portable.
+#[test]
+fn os_code_and_unsafe_stay_in_sys() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scriptling-plugin/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut violations = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        if module_of(&src, file) == "sys" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let os = OS_ONLY.iter().find(|needle| code.contains(*needle));
+            let unsafe_here = code.contains("unsafe") && !UNSAFE_ELSEWHERE.contains(&relative.as_str());
+            if let Some(needle) = os {
+                violations.push(format!("{relative}:{}: `{needle}` belongs in sys/", number + 1));
+            } else if unsafe_here && !code.contains("unsafe_op_in_unsafe_fn") {
+                violations.push(format!("{relative}:{}: `unsafe` belongs in sys/", number + 1));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "OS code outside sys/:\n{}", violations.join("\n"));
 }

@@ -253,7 +253,9 @@ fn a_host_that_stops_reading_a_socket_is_given_up_on_within_the_grace() {
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}: {stderr}", started.elapsed());
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("could not be delivered"), "{stderr}");
-    // No call was held in a write: each left its answer queued and ended.
-    assert!(!stderr.contains("still running"), "{stderr}");
+    // A call whose answer could not be written is not blamed on its handler.
+    for line in stderr.lines().filter(|l| l.contains("still running")) {
+        assert!(line.contains("the host has not read"), "{stderr}");
+    }
     drop(ours);
 }

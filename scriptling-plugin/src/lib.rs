@@ -68,6 +68,7 @@ mod exports;
 mod rpc;
 mod runtime;
 mod support;
+mod sys;
 mod transport;
 mod value;
 

@@ -77,7 +77,7 @@ impl Batch {
         let large = answers.len() >= LARGE;
         finish(frame(answers));
         if large {
-            crate::support::return_freed_memory();
+            crate::sys::return_freed_memory();
         }
     }
 }

@@ -117,19 +117,6 @@ pub(crate) fn string_literal(text: &str, quote: char) -> String {
     out
 }
 
-/// Hands memory freed inside the allocator's arenas back to the system.
-///
-/// A large batch leaves many small allocations freed across the arenas of
-/// the threads that ran it; glibc keeps them unless asked. Called after
-/// such a batch. (Other allocators ignore it.)
-pub(crate) fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; any thread may call it.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// The message a panic carried, when it carried one.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     if let Some(s) = payload.downcast_ref::<&'static str>() {

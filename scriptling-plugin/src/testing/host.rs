@@ -17,11 +17,11 @@ use crate::call::link::Link;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
 use crate::support::lock;
+use crate::sys::Stop;
 use crate::testing::wire::{self, Captured, Envelope, Shared};
 use crate::testing::{DEFAULT_TIMEOUT, HostError, LogRecord, example_path};
-use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
-use crate::transport::session::output::Output;
 use crate::transport::session::{Session, Setup};
 use crate::value::{ObjectRef, Value};
 
@@ -58,10 +58,9 @@ impl Host {
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
         let runtime = crate::transport::runtime()?;
-        let stop = Stop::new()?;
+        let stop = Arc::new(Stop::new()?);
         let lines = LineReader::new(Input::new(plugin_in, Arc::clone(&stop)), core.options.max_frame_bytes);
-        let output = Box::new(Output::new(std::fs::File::from(std::os::fd::OwnedFd::from(plugin_out))));
-        let session = Session::start(Setup::stdio(core, runtime.handle().clone()), lines, stop, output)?;
+        let session = Session::start(Setup::stdio(core, runtime.handle().clone()), lines, stop, Box::new(plugin_out))?;
         let link = session.link();
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
@@ -101,6 +100,7 @@ impl Host {
     /// Like [`connect_tcp`](Host::connect_tcp), for a plugin served on a
     /// Unix socket (`--listen unix:/path`).
     #[cfg(unix)]
+    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn connect_unix(path: impl AsRef<std::path::Path>) -> std::io::Result<Host> {
         let stream = std::os::unix::net::UnixStream::connect(path)?;
         Ok(Host::connect_socket(SocketWriter(stream.try_clone()?), stream))

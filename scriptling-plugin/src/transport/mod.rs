@@ -17,21 +17,24 @@ use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
 use crate::runtime::dispatch::parallelism;
 use crate::runtime::panic;
+use crate::sys::{self, Stop};
 use crate::transport::cli::Command;
-use crate::transport::session::input::{Input, Stop};
+use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
-use crate::transport::session::output::Output;
 use crate::transport::session::{Session, Setup};
 use crate::transport::signals::Signals;
 
 impl Plugin {
     /// Serves the plugin over stdio until the host shuts it down, closes
-    /// stdin, or the process gets SIGINT or SIGTERM, on a tokio runtime of
-    /// its own.
+    /// stdin, or the process gets SIGINT or SIGTERM (on Windows: Ctrl-C,
+    /// Ctrl-Break, or its console closing), on a tokio runtime of its own.
     ///
-    /// Before anything else, the process's stdout is taken for the protocol
-    /// and file descriptor 1 is pointed at stderr, so `println!` anywhere in
-    /// the process cannot corrupt the stream.
+    /// Before anything else, those stop events are caught (so one that
+    /// comes at any moment after start-up ends the session gracefully), and
+    /// the process's stdout is taken for the protocol while its standard
+    /// output (file descriptor 1; on Windows the standard output handle) is
+    /// pointed at stderr, so `println!` anywhere in the process cannot
+    /// corrupt the stream.
     ///
     /// Shutdown, whatever its cause, answers the calls in flight, destroys
     /// every live object (running its `#[del]` hook and `Drop`) and answers
@@ -42,13 +45,13 @@ impl Plugin {
     /// exits with status 0. If the host stops reading (nothing read for the
     /// grace) or closes stdout, answers are lost: it returns
     /// [`ServeError::Undelivered`] (or [`ServeError::Io`]) saying how many,
-    /// so `main` exits non-zero. A second SIGINT or SIGTERM exits at once
-    /// (status 130 or 143).
+    /// so `main` exits non-zero. A second stop event exits at once (status
+    /// 130 after SIGINT or Ctrl-C, 143 after SIGTERM).
     ///
-    /// It also sets glibc's allocator to return buffers of 1 MiB and more
-    /// to the system when freed (large payloads otherwise stay resident in
-    /// per-thread arenas), and reports panics in calls in one stderr line
-    /// (see [`panic_backtraces`](Plugin::panic_backtraces));
+    /// It also tunes glibc's allocator, where it is the allocator, so that
+    /// large payload buffers do not stay resident in per-thread arenas, and
+    /// reports panics in calls in one stderr line (see
+    /// [`panic_backtraces`](Plugin::panic_backtraces));
     /// [`serve_stdio`](Plugin::serve_stdio) leaves the allocator alone.
     ///
     /// Returns the registration problems if the plugin is inconsistent.
@@ -111,26 +114,19 @@ impl Plugin {
                     .to_owned(),
             ));
         }
-        // A handshake already waiting is answered first, before anything
-        // else is set up. (Served through the session like any line, from
-        // this thread, it was answered ~60 µs later: building the session
-        // and its writer first is cold code. Measured with `plugin-bench spawn`.)
-        // Fd 1 points at the original stdout again only once `_stdout`
-        // drops, after the session has ended.
-        let (mut out, _stdout) = session::guard::take_stdout()?;
-        let stop = Stop::new()?;
-        let input = Input::new(std::io::stdin(), Arc::clone(&stop));
-        let mut lines = LineReader::new(input, core.options.max_frame_bytes);
-        if session::input::stdin_waiting() {
-            session::answer_early_handshake(&core, &mut lines, &mut out);
-        }
-        let rt = self::runtime()?;
+        // Stop events first: from the moment the plugin can answer anything,
+        // one ends the session gracefully (no default action killing it with
+        // its objects' hooks unrun). Fd 1 points at the original stdout again
+        // only once `_stdout` drops, after the session has ended.
         let signals = Signals::install();
-        return_large_buffers_to_the_system();
+        let (out, _stdout) = sys::take_stdout()?;
+        let rt = self::runtime()?;
+        sys::tune_allocator();
         panic::install_hook(core.options.panic_backtraces);
-        let output = Box::new(Output::new(out));
+        let stop = Arc::new(Stop::new()?);
+        let lines = LineReader::new(Input::new(std::io::stdin(), Arc::clone(&stop)), core.options.max_frame_bytes);
         let setup = Setup::stdio(Arc::new(core), rt.handle().clone());
-        let mut session = Session::start(setup, lines, stop, output)?;
+        let mut session = Session::start(setup, lines, stop, Box::new(out))?;
         if let Some(signals) = signals {
             session.watch_signals(signals)?;
         }
@@ -204,21 +200,29 @@ impl Plugin {
     ///
     /// SIGINT and SIGTERM end the session as under `run`, and whatever
     /// handled them before (your own `tokio::signal::ctrl_c()`, say) still
-    /// does; when this returns, their previous handling is restored, and no
-    /// thread of the SDK reads stdin or writes stdout any more. While it
-    /// serves, `println!` goes to stderr (stdout carries the protocol);
-    /// afterwards stdout is yours again, as it was.
+    /// does; when this returns, their previous handling is restored. (On
+    /// Windows, Ctrl-C, Ctrl-Break and the console closing end the session
+    /// too, and while it serves they are the plugin's alone: Windows offers
+    /// no way to pass them on without ending the process. When this returns
+    /// they are the application's again.)
+    ///
+    /// When this returns, no thread of the SDK reads stdin or writes stdout
+    /// any more, with two exceptions said on stderr when they happen: a
+    /// write to a host that stopped reading for the whole
+    /// [`shutdown_grace`](Plugin::shutdown_grace) stays blocked until the
+    /// host reads or exits, and on Windows a read of a console that cannot
+    /// be cancelled waits for its line. While it serves, `println!` goes to
+    /// stderr (stdout carries the protocol); afterwards stdout is yours
+    /// again, as it was.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let signals = Signals::install();
         panic::install_hook(core.options.panic_backtraces);
-        let (out, stdout) = session::guard::take_stdout()?;
-        let output = Box::new(Output::new(out));
-        let stop = Stop::new()?;
-        let input = Input::new(std::io::stdin(), Arc::clone(&stop));
-        let lines = LineReader::new(input, core.options.max_frame_bytes);
+        let (out, stdout) = sys::take_stdout()?;
+        let stop = Arc::new(Stop::new()?);
+        let lines = LineReader::new(Input::new(std::io::stdin(), Arc::clone(&stop)), core.options.max_frame_bytes);
         let runtime = tokio::runtime::Handle::current();
-        let mut session = Session::start(Setup::stdio(Arc::new(core), runtime), lines, stop, output)?;
+        let mut session = Session::start(Setup::stdio(Arc::new(core), runtime), lines, stop, Box::new(out))?;
         if let Some(signals) = signals {
             session.watch_signals(signals)?;
         }
@@ -244,7 +248,7 @@ pub(crate) fn serve_owning_process(
     serve: impl FnOnce(&tokio::runtime::Runtime) -> Result<(), ServeError>,
 ) -> Result<(), ServeError> {
     let signals = Signals::install();
-    return_large_buffers_to_the_system();
+    sys::tune_allocator();
     panic::install_hook(panic_backtraces);
     let rt = runtime()?;
     let _watch = match signals {
@@ -269,50 +273,20 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Makes glibc serve allocations of 2 MiB and more with their own mappings,
-/// returned to the system when freed, and keep up to 4 MiB free at the top
-/// of its heaps.
-///
-/// By default glibc raises the mapping threshold after large frees, so later
-/// large payload buffers come from per-thread arenas that keep them: with
-/// requests handled on several threads, a plugin that saw five 16 MiB
-/// payloads held ~99 MiB at peak; with the thresholds fixed it holds ~39 MiB.
-/// The threshold is 2 MiB, not lower, so a 1 MiB payload's buffers are
-/// reused rather than mapped, faulted in page by page and unmapped on every
-/// call; the trim threshold (128 KiB once the other is fixed) is raised to
-/// match, or the heap gave those pages back after each call just the same.
-/// Measured against 1 MiB / 128 KiB (`plugin-bench compare`, 3 interleaved
-/// runs): 1 MiB round trips 629 → 771 MB/s, 16 MiB 499 → 536 MB/s, peak
-/// RSS with 16 MiB payloads 36.3 → 39.2 MiB; with 4 MiB / 4 MiB or 4 / 8
-/// the peak passed 40 MiB (ARCHITECTURE.md lists every setting tried). Only the methods that own the
-/// process (`run`, `serve_http`) do this; with another global allocator it
-/// has no effect.
-pub(crate) fn return_large_buffers_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; it is safe to call at
-    // any time, and this runs before the plugin starts its threads.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 2 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
-    }
-}
-
-/// Raises the soft limit on open files towards `connections` (plus room for
-/// everything else), within the hard limit, as Go's runtime does at start.
-pub(crate) fn raise_file_limit(connections: usize) {
-    #[cfg(unix)]
-    // SAFETY: getrlimit/setrlimit read and write a plain struct we own.
-    unsafe {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return;
-        }
-        let wanted = (connections as libc::rlim_t).saturating_add(256).min(limit.rlim_max);
-        if wanted > limit.rlim_cur {
-            limit.rlim_cur = wanted;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = connections;
-}
+// Where glibc is the allocator, `sys::tune_allocator` makes it serve
+// allocations of 2 MiB and more with their own mappings, returned to the
+// system when freed, and keep up to 4 MiB free at the top of its heaps.
+//
+// By default glibc raises the mapping threshold after large frees, so later
+// large payload buffers come from per-thread arenas that keep them: with
+// requests handled on several threads, a plugin that saw five 16 MiB
+// payloads held ~99 MiB at peak; with the thresholds fixed it holds ~39 MiB.
+// The threshold is 2 MiB, not lower, so a 1 MiB payload's buffers are reused
+// rather than mapped, faulted in page by page and unmapped on every call;
+// the trim threshold (128 KiB once the other is fixed) is raised to match,
+// or the heap gave those pages back after each call just the same. Measured
+// against 1 MiB / 128 KiB (`plugin-bench compare`, 3 interleaved runs):
+// 1 MiB round trips 629 → 771 MB/s, 16 MiB 499 → 536 MB/s, peak RSS with
+// 16 MiB payloads 36.3 → 39.2 MiB; with 4 MiB / 4 MiB or 4 / 8 the peak
+// passed 40 MiB (ARCHITECTURE.md lists every setting tried). Only the
+// methods that own the process (`run`, `serve_http`, `serve_tcp`) do this.

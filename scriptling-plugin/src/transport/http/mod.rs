@@ -74,7 +74,7 @@ use crate::transport::refusals::Refusals;
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
-    super::raise_file_limit(config.max_connections);
+    crate::sys::raise_file_limit(config.max_connections);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let stop_on_signal = move || {
         let _ = stop_tx.send(());

@@ -24,35 +24,36 @@
 //! error if an answer could not be delivered. When it has returned, no
 //! thread of the SDK reads stdin or writes stdout.
 
-pub(crate) mod guard;
 pub(crate) mod input;
 pub(crate) mod lines;
-pub(crate) mod output;
 mod reader;
 pub(crate) mod setup;
 pub(crate) mod writer;
 
-use std::io::Read;
+use std::io::Write;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::call::link::{HostChannel, Link, Waits};
 use crate::call::outgoing::Outgoing;
-use crate::exports::core::Core;
 use crate::exports::error::ServeError;
-use crate::rpc::{self, Frame as Parsed, Message, Method};
 use crate::runtime::dispatch::{Dispatcher, parallelism};
 use crate::runtime::done::Done;
 use crate::runtime::pool::Pool;
 use crate::runtime::teardown;
-use crate::transport::session::input::{Input, Stop};
+use crate::sys::{Readable, Signal, Stop};
+use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
-use crate::transport::session::output::Stream;
 use crate::transport::session::reader::{Reader, Routes};
 pub(crate) use crate::transport::session::setup::{Gate, Setup};
 use crate::transport::session::writer::{FrameWriter, Undelivered};
-use crate::transport::signals::{Signal, SignalWatch, Signals};
+use crate::transport::signals::{SignalWatch, Signals};
+
+/// How long the session's end waits for its reader to stop. A read that
+/// cannot be cancelled (a console on some Windows versions, a pipe made by
+/// a Unix program under Wine) is left to the process's exit.
+const READER_STOP: Duration = Duration::from_secs(1);
 
 /// Why the session ends (or, after the first, more to answer as it does).
 pub(crate) enum Control {
@@ -74,6 +75,8 @@ pub(crate) struct Session {
     routes: Arc<Routes>,
     control: mpsc::Receiver<Control>,
     reader: Option<JoinHandle<()>>,
+    /// Disconnected when the reader's thread ends.
+    reader_ended: mpsc::Receiver<()>,
     signals: Option<SignalWatch>,
     /// The session's own pool, closed when it ends (`None`: a shared one).
     own_pool: Option<Pool>,
@@ -93,27 +96,21 @@ impl Ender {
 impl Session {
     /// Starts reading `lines`; answers go to `output`. `stop` must be the
     /// one `lines` watches.
-    pub(crate) fn start<R>(
+    pub(crate) fn start<R: Readable + 'static>(
         mut setup: Setup,
         mut lines: LineReader<Input<R>>,
         stop: Arc<Stop>,
-        output: Box<dyn Stream>,
-    ) -> std::io::Result<Session>
-    where
-        R: Send + 'static,
-        Input<R>: Read,
-    {
+        output: Box<dyn Write + Send>,
+    ) -> std::io::Result<Session> {
         let (control_tx, control) = mpsc::channel();
         let failed = std::sync::Mutex::new(control_tx.clone());
-        let writer = FrameWriter::new(
-            output,
-            Box::new(move |e| {
-                let _ = crate::support::lock(&failed).send(Control::OutputClosed(e.to_string()));
-            }),
-        );
+        let on_failure = Box::new(move |e: &std::io::Error| {
+            let _ = crate::support::lock(&failed).send(Control::OutputClosed(e.to_string()));
+        });
+        let writer = FrameWriter::new(output, on_failure, setup.threads.writer, setup.queue_limit)?;
         let outgoing = Outgoing::new();
         let (pool, owned) = setup.take_pool();
-        let Setup { core, runtime, objects, gate, idle, peer, reader_thread, .. } = setup;
+        let Setup { core, runtime, objects, gate, idle, peer, threads, .. } = setup;
         // Off on one core, where polling could only delay the thread that
         // answers the host.
         if parallelism() > 1 {
@@ -130,9 +127,13 @@ impl Session {
         }
         let routes = Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, peer });
         let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes) };
-        let reader = std::thread::Builder::new().name(reader_thread.into()).spawn(move || reader.run())?;
+        let (ended, reader_ended) = mpsc::channel::<()>();
+        let reader = std::thread::Builder::new().name(threads.reader.into()).spawn(move || {
+            let _ended = ended;
+            reader.run();
+        })?;
         let own_pool = owned.then_some(pool);
-        Ok(Session { routes, control, reader: Some(reader), signals: None, own_pool })
+        Ok(Session { routes, control, reader: Some(reader), reader_ended, signals: None, own_pool })
     }
 
     /// A handle that ends the session from outside.
@@ -176,8 +177,14 @@ impl Session {
             Control::OutputClosed(error) => return self.end_abruptly(&error, deadline),
         }
         if !dispatcher.wait_idle(deadline.unwrap_or_else(far_future)) {
+            // A call whose lone answer waits in its write looks like one
+            // still running: say when the host is why.
+            let unread = match routes.writer.unwritten() {
+                0 => String::new(),
+                bytes => format!(" (the host has not read {bytes} bytes of answers)"),
+            };
             routes.note(&format!(
-                "{} call(s) still running after {grace:?}; ending without them",
+                "{} call(s) still running after {grace:?}{unread}; ending without them",
                 dispatcher.in_flight()
             ));
             dispatcher.abandon();
@@ -237,13 +244,20 @@ impl Session {
         }
     }
 
-    /// Stops the reader and waits for it to end: from then on no thread of
-    /// the session reads stdin.
+    /// Stops the reader and waits for it to end, for up to [`READER_STOP`]:
+    /// from then on no thread of the session reads the input (unless its
+    /// read could not be cancelled, which is said on stderr).
     fn stop_reading(&mut self) {
         self.routes.stop.stop();
         self.routes.writer.wake();
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        let Some(reader) = self.reader.take() else { return };
+        match self.reader_ended.recv_timeout(READER_STOP) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.routes.note("the read of the input could not be stopped; it is left to the process's exit");
+            }
+            _ => {
+                let _ = reader.join();
+            }
         }
     }
 }
@@ -272,34 +286,4 @@ fn undelivered_error(undelivered: Undelivered, why: &str) -> Result<(), ServeErr
         return Ok(());
     }
     Err(ServeError::Undelivered { answers: undelivered.answers, reason: why.to_owned() })
-}
-
-/// Answers the host's handshake at once if it is the first line and has
-/// arrived whole already, before the session exists: the host's wait for a
-/// starting plugin then ends before the plugin sets up the rest (signals,
-/// the session, its threads). Returns whether it did; anything else is
-/// left in `lines` for the session. The answer is written to `out`, the
-/// protocol stream, before anything else is.
-pub(crate) fn answer_early_handshake<R: Read>(
-    core: &Core,
-    lines: &mut LineReader<R>,
-    out: &mut impl std::io::Write,
-) -> bool {
-    let Ok(Some(line)) = lines.peek_line() else { return false };
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    // A line over the limit is for the session to refuse.
-    if line.len() > core.options.max_frame_bytes {
-        return false;
-    }
-    let Ok(text) = std::str::from_utf8(line) else { return false };
-    let Parsed::Single(Message::Request(request)) = rpc::parse_text(text, 1) else { return false };
-    let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
-    let mut answer = Vec::with_capacity(core.handshake.len() + 64);
-    rpc::write_result(&mut answer, id, &core.handshake);
-    answer.push(b'\n');
-    // Answered, even if the write fails part-way: the session must not
-    // answer it again (a failed stream is the session's to notice).
-    let _ = out.write_all(&answer).and_then(|()| out.flush());
-    lines.consume_line();
-    true
 }

@@ -9,7 +9,6 @@
 //! [`MOVE_LINES_FROM`] or more is moved out of the read buffer whole rather
 //! than copied.
 
-use std::io::Read;
 use std::sync::{Arc, mpsc};
 
 use serde_json::value::RawValue;
@@ -19,9 +18,10 @@ use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError
 use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Incoming};
 use crate::runtime::done::{Done, Outcome};
-use crate::transport::session::input::{Input, Stop};
+use crate::sys::{Readable, Stop};
+use crate::transport::session::input::Input;
 use crate::transport::session::lines::{Line, LineReader};
-use crate::transport::session::writer::{Frame, FrameWriter, Kind};
+use crate::transport::session::writer::{self, Frame, FrameWriter, Kind};
 use crate::transport::session::{Control, Gate};
 
 /// Lines at least this long are moved out of the reader whole (no copy, and
@@ -49,13 +49,11 @@ pub(crate) struct Reader<R> {
     pub(crate) routes: Arc<Routes>,
 }
 
-impl<R> Reader<R>
-where
-    Input<R>: Read,
-{
+impl<R: Readable> Reader<R> {
     /// Reads and routes lines until the input ends or the session stops it.
     pub(crate) fn run(mut self) {
         let routes = Arc::clone(&self.routes);
+        writer::queue_only_on_this_thread();
         loop {
             // A host that reads our answers slowly gets its requests read slowly.
             routes.writer.wait_for_room(|| routes.stop.is_stopped());

@@ -32,9 +32,22 @@ pub(crate) struct Setup {
     /// Who is at the other end, for messages on stderr (`None`: the one
     /// host of a stdio plugin, which needs no naming).
     pub(crate) peer: Option<Arc<str>>,
-    /// The reading thread's name (at most 15 bytes: Linux keeps no more).
-    pub(crate) reader_thread: &'static str,
+    /// Bytes of answers unwritten above which the session stops reading
+    /// requests (the host reads slowly).
+    pub(crate) queue_limit: usize,
+    pub(crate) threads: ThreadNames,
 }
+
+/// The names of a session's reading and writing threads (at most 15 bytes
+/// each: Linux keeps no more).
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadNames {
+    pub(crate) reader: &'static str,
+    pub(crate) writer: &'static str,
+}
+
+/// What a stdio session lets queue for a slow host before it stops reading.
+const STDIO_QUEUE_LIMIT: usize = 64 << 20;
 
 /// Whose sync pool a session's calls run on.
 pub(crate) enum Pooling {
@@ -56,7 +69,8 @@ impl Setup {
             gate: None,
             idle: None,
             peer: None,
-            reader_thread: "plugin-stdin",
+            queue_limit: STDIO_QUEUE_LIMIT,
+            threads: ThreadNames { reader: "plugin-stdin", writer: "plugin-stdout" },
         }
     }
 

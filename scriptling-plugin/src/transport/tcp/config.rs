@@ -55,6 +55,7 @@ pub struct TcpConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Endpoint {
     Tcp(SocketAddr),
+    #[cfg(unix)]
     Unix(PathBuf),
 }
 
@@ -67,6 +68,8 @@ impl TcpConfig {
 
     /// Serve on a Unix socket at `path` (created when serving starts, and
     /// removed when it ends; a stale socket file there is replaced).
+    #[cfg(unix)]
+    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn unix(path: impl Into<PathBuf>) -> Self {
         Self::at(Endpoint::Unix(path.into()))
     }
@@ -77,9 +80,22 @@ impl TcpConfig {
         let listen = if unix || text.starts_with("tcp://") { text.to_owned() } else { format!("tcp://{text}") };
         match settings::parse_listen(&listen)? {
             Listen::Tcp(addr) => Ok(Self::new(addr)),
-            Listen::Unix(path) => Ok(Self::unix(path)),
+            Listen::Unix(path) => Self::unix_or_refuse(path),
             Listen::Http(_) => Err(format!("{text:?} is not a TCP address")),
         }
+    }
+
+    #[cfg(unix)]
+    fn unix_or_refuse(path: PathBuf) -> Result<Self, String> {
+        Ok(Self::unix(path))
+    }
+
+    #[cfg(not(unix))]
+    fn unix_or_refuse(path: PathBuf) -> Result<Self, String> {
+        Err(format!(
+            "unix:{} asks for a Unix socket, which is served on Unix only; use tcp://HOST:PORT",
+            path.display()
+        ))
     }
 
     fn at(endpoint: Endpoint) -> Self {
@@ -170,7 +186,7 @@ impl TcpConfig {
     fn parse(settings: &Settings<'_, impl Fn(&str) -> Option<String>>) -> Result<Option<TcpConfig>, String> {
         let mut config = match settings.listen()? {
             Some(Listen::Tcp(addr)) => TcpConfig::new(addr),
-            Some(Listen::Unix(path)) => TcpConfig::unix(path),
+            Some(Listen::Unix(path)) => TcpConfig::unix_or_refuse(path)?,
             Some(Listen::Http(_)) | None => return Ok(None),
         };
         if let Some(token) = settings.env("SCRIPTLING_PLUGIN_TOKEN") {
@@ -200,6 +216,7 @@ impl std::fmt::Display for TcpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.endpoint {
             Endpoint::Tcp(addr) => write!(f, "tcp://{addr}"),
+            #[cfg(unix)]
             Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
         }
     }
@@ -223,8 +240,11 @@ mod tests {
         let config = parse(&["--listen=tcp://127.0.0.1:9876"], &[]).unwrap().unwrap();
         assert_eq!(config.endpoint, Endpoint::Tcp("127.0.0.1:9876".parse().unwrap()));
         assert_eq!(config.idle_timeout, Some(Duration::from_secs(300)));
-        let config = parse(&[], &[("SCRIPTLING_PLUGIN_LISTEN", "unix:/tmp/x.sock")]).unwrap().unwrap();
-        assert_eq!(config.to_string(), "unix:/tmp/x.sock");
+        let unix = parse(&[], &[("SCRIPTLING_PLUGIN_LISTEN", "unix:/tmp/x.sock")]);
+        #[cfg(unix)]
+        assert_eq!(unix.unwrap().unwrap().to_string(), "unix:/tmp/x.sock");
+        #[cfg(not(unix))]
+        assert!(unix.unwrap_err().contains("served on Unix only"));
     }
 
     #[test]

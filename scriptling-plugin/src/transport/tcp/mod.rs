@@ -27,9 +27,11 @@
 mod config;
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::io::{self, Write};
+use std::net::{TcpListener, TcpStream};
+#[cfg(unix)]
+use std::os::unix::net::{UnixListener, UnixStream};
+#[cfg(unix)]
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -44,16 +46,16 @@ use crate::exports::core::Core;
 use crate::exports::error::ServeError;
 use crate::runtime::pool::Pool;
 use crate::support::lock;
+use crate::sys::{self, Readable, Stop};
 use crate::transport::refusals::Refusals;
-use crate::transport::session::input::{Input, Stop, poll, pollin};
+use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
-use crate::transport::session::output::Output;
-use crate::transport::session::setup::Pooling;
+use crate::transport::session::setup::{Pooling, ThreadNames};
 use crate::transport::session::{Ender, Gate, Session, Setup};
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: TcpConfig) -> Result<(), ServeError> {
-    let stop = Stop::new()?;
+    let stop = Arc::new(Stop::new()?);
     let on_signal = Arc::clone(&stop);
     super::serve_owning_process(
         core.options.panic_backtraces,
@@ -72,16 +74,21 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
             listener.describe()?
         );
     }
-    // Each connection holds five descriptors: the accepted socket, its two
-    // clones (reading, writing) and the two ends of its stop pipe.
-    super::raise_file_limit(config.max_connections.saturating_mul(5));
+    // Each connection holds five descriptors on Unix: the accepted socket,
+    // its two clones (reading, writing) and the two ends of its stop pipe.
+    crate::sys::raise_file_limit(config.max_connections.saturating_mul(5));
     let options = &core.options;
     let pool = Pool::for_options(runtime.clone(), options);
     let server = Arc::new(Server { core, config, runtime, pool, open: Open::default() });
     let mut refusals = Refusals::default();
     loop {
         match listener.next(stop) {
-            Ok(Some((stream, peer))) => {
+            Ok(Some(Accepted::Tcp(stream, peer))) => {
+                refusals.recovered();
+                server.admit(stream, peer);
+            }
+            #[cfg(unix)]
+            Ok(Some(Accepted::Unix(stream, peer))) => {
                 refusals.recovered();
                 server.admit(stream, peer);
             }
@@ -122,7 +129,7 @@ struct Connections {
 impl Server {
     /// Serves `stream` on threads of its own, or turns it away when as many
     /// connections as allowed are open.
-    fn admit(self: &Arc<Self>, stream: Stream, peer: String) {
+    fn admit<S: Socket>(self: &Arc<Self>, stream: S, peer: String) {
         let id = {
             let mut open = lock(&self.open.sessions);
             if open.enders.len() >= self.config.max_connections {
@@ -149,12 +156,12 @@ impl Server {
     }
 
     /// One connection's session, from start to end.
-    fn serve_connection(&self, id: u64, stream: &Stream, peer: &str) -> Result<(), ServeError> {
+    fn serve_connection<S: Socket>(&self, id: u64, stream: &S, peer: &str) -> Result<(), ServeError> {
         let config = &self.config;
-        let stop = Stop::new()?;
+        let stop = Arc::new(Stop::new()?);
         let input = Input::new(stream.try_clone()?, Arc::clone(&stop));
         let lines = LineReader::new(input, config.max_line_bytes).stop_at_long_lines();
-        let output = Box::new(Output::new(File::from(stream.try_clone_fd()?)));
+        let output = Box::new(stream.try_clone()?);
         let limit =
             Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, TcpConfig::max_objects" };
         let gate = config.token.as_deref().map(|token| Arc::new(Gate::new(token.into(), config.hello_timeout)));
@@ -166,7 +173,8 @@ impl Server {
             gate,
             idle: config.idle_timeout,
             peer: Some(format!("connection {peer}").into()),
-            reader_thread: "plugin-tcp-in",
+            queue_limit: CONNECTION_QUEUE_LIMIT,
+            threads: ThreadNames { reader: "plugin-tcp-in", writer: "plugin-tcp-out" },
         };
         let session = Session::start(setup, lines, stop, output)?;
         let ender = session.ender();
@@ -214,9 +222,11 @@ impl Server {
     }
 }
 
+/// What a connection lets queue for a slow client before it stops reading.
+const CONNECTION_QUEUE_LIMIT: usize = 64 << 20;
+
 /// Tells a connection over the limit why, in one line, and closes it.
-fn turn_away(stream: Stream, limit: usize) {
-    use std::io::Write;
+fn turn_away<S: Socket>(stream: S, limit: usize) {
     let message = format!(
         "too many connections: the server serves at most {limit} at once (SCRIPTLING_PLUGIN_MAX_CONNECTIONS); try again shortly"
     );
@@ -224,21 +234,31 @@ fn turn_away(stream: Stream, limit: usize) {
     crate::rpc::write_error(&mut line, None, &crate::rpc::RpcError::application(message));
     line.push(b'\n');
     // Best effort, without waiting: the line fits any socket buffer.
-    let _ = stream.set_nonblocking();
-    let _ = (&stream).write_all(&line);
+    let mut stream = stream;
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write_all(&line);
     let _ = stream.shutdown();
 }
 
 /// A listening socket.
 enum Listener {
-    Tcp(std::net::TcpListener),
-    Unix(std::os::unix::net::UnixListener, PathBuf),
+    Tcp(TcpListener),
+    #[cfg(unix)]
+    Unix(UnixListener, PathBuf),
+}
+
+/// An accepted connection and who made it.
+enum Accepted {
+    Tcp(TcpStream, String),
+    #[cfg(unix)]
+    Unix(UnixStream, String),
 }
 
 impl Listener {
     fn bind(endpoint: &Endpoint) -> io::Result<Listener> {
         let listener = match endpoint {
-            Endpoint::Tcp(addr) => Listener::Tcp(std::net::TcpListener::bind(addr)?),
+            Endpoint::Tcp(addr) => Listener::Tcp(TcpListener::bind(addr)?),
+            #[cfg(unix)]
             Endpoint::Unix(path) => {
                 // A socket file left by a server that died is replaced; any
                 // other file is not.
@@ -248,13 +268,14 @@ impl Listener {
                 }) {
                     let _ = std::fs::remove_file(path);
                 }
-                Listener::Unix(std::os::unix::net::UnixListener::bind(path)?, path.clone())
+                Listener::Unix(UnixListener::bind(path)?, path.clone())
             }
         };
-        // Accepted only when `poll` says one waits, so never blocks; and
-        // the stop pipe can interrupt the wait.
+        // Accepted only once the wait says one is there, so never blocks; and
+        // the stop can end the wait.
         match &listener {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
+            #[cfg(unix)]
             Listener::Unix(l, _) => l.set_nonblocking(true)?,
         }
         Ok(listener)
@@ -264,6 +285,7 @@ impl Listener {
     fn describe(&self) -> io::Result<String> {
         Ok(match self {
             Listener::Tcp(l) => format!("tcp://{}", l.local_addr()?),
+            #[cfg(unix)]
             Listener::Unix(_, path) => format!("unix:{}", path.display()),
         })
     }
@@ -272,37 +294,35 @@ impl Listener {
     fn is_local(&self) -> io::Result<bool> {
         Ok(match self {
             Listener::Tcp(l) => l.local_addr()?.ip().is_loopback(),
+            #[cfg(unix)]
             Listener::Unix(..) => true,
         })
     }
 
-    fn fd(&self) -> RawFd {
-        match self {
-            Listener::Tcp(l) => l.as_raw_fd(),
-            Listener::Unix(l, _) => l.as_raw_fd(),
-        }
-    }
-
-    /// The next connection and who made it, or `None` once `stop` is set.
-    fn next(&self, stop: &Stop) -> io::Result<Option<(Stream, String)>> {
+    /// The next connection, or `None` once `stop` is set.
+    fn next(&self, stop: &Stop) -> io::Result<Option<Accepted>> {
         loop {
-            if stop.is_stopped() {
-                return Ok(None);
+            match self {
+                Listener::Tcp(l) => sys::wait_to_accept(l, stop)?,
+                #[cfg(unix)]
+                Listener::Unix(l, _) => sys::wait_to_accept(l, stop)?,
             }
-            let mut fds = [pollin(self.fd()), pollin(stop.fd())];
-            poll(&mut fds, -1)?;
             if stop.is_stopped() {
                 return Ok(None);
             }
             let accepted = match self {
-                Listener::Tcp(l) => l.accept().map(|(s, peer)| (Stream::Tcp(s), peer.to_string())),
-                Listener::Unix(l, path) => l.accept().map(|(s, _)| (Stream::Unix(s), format!("on {}", path.display()))),
+                Listener::Tcp(l) => l.accept().and_then(|(s, peer)| {
+                    s.prepare()?;
+                    Ok(Accepted::Tcp(s, peer.to_string()))
+                }),
+                #[cfg(unix)]
+                Listener::Unix(l, path) => l.accept().and_then(|(s, _)| {
+                    s.prepare()?;
+                    Ok(Accepted::Unix(s, format!("on {}", path.display())))
+                }),
             };
             match accepted {
-                Ok((stream, peer)) => {
-                    stream.prepare()?;
-                    return Ok(Some((stream, peer)));
-                }
+                Ok(accepted) => return Ok(Some(accepted)),
                 // Another wake-up, or a client that gave up first.
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionAborted) => {}
                 Err(e) => return Err(e),
@@ -313,89 +333,55 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        #[cfg(unix)]
         if let Listener::Unix(_, path) = self {
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
-/// An accepted connection.
-enum Stream {
-    Tcp(std::net::TcpStream),
-    Unix(std::os::unix::net::UnixStream),
-}
-
-impl Stream {
-    /// Blocking reads (the session's reader waits in `poll` first), and
-    /// answers sent as soon as written.
-    fn prepare(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => {
-                s.set_nonblocking(false)?;
-                s.set_nodelay(true)
-            }
-            Stream::Unix(s) => s.set_nonblocking(false),
-        }
-    }
-
-    fn set_nonblocking(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_nonblocking(true),
-            Stream::Unix(s) => s.set_nonblocking(true),
-        }
-    }
-
-    fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-        })
-    }
-
-    fn try_clone_fd(&self) -> io::Result<OwnedFd> {
-        Ok(match self.try_clone()? {
-            Stream::Tcp(s) => s.into(),
-            Stream::Unix(s) => s.into(),
-        })
-    }
-
+/// What the server needs of an accepted connection: a TCP socket, or (on
+/// Unix) a Unix socket.
+trait Socket: Readable + Write + Sized + 'static {
+    fn try_clone(&self) -> io::Result<Self>;
+    /// Blocking I/O (the session's reader waits before it reads), and
+    /// answers sent as soon as written. (An accepted socket inherits the
+    /// listener's non-blocking mode on some systems.)
+    fn prepare(&self) -> io::Result<()>;
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
     /// Closes both directions, whoever else still holds the socket (a
     /// handler left running past the grace): the peer sees the end.
+    fn shutdown(&self) -> io::Result<()>;
+}
+
+impl Socket for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn prepare(&self) -> io::Result<()> {
+        TcpStream::set_nonblocking(self, false)?;
+        self.set_nodelay(true)
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        TcpStream::set_nonblocking(self, on)
+    }
     fn shutdown(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-        }
+        TcpStream::shutdown(self, std::net::Shutdown::Both)
     }
 }
 
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
+#[cfg(unix)]
+impl Socket for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
     }
-}
-
-impl io::Write for &Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).write(buf),
-            Stream::Unix(s) => (&*s).write(buf),
-        }
+    fn prepare(&self) -> io::Result<()> {
+        UnixStream::set_nonblocking(self, false)
     }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        UnixStream::set_nonblocking(self, on)
     }
-}
-
-impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-        }
+    fn shutdown(&self) -> io::Result<()> {
+        UnixStream::shutdown(self, std::net::Shutdown::Both)
     }
 }

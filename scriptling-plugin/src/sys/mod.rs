@@ -1,0 +1,89 @@
+//! Everything that needs an operating system, one module per OS with all of
+//! its `unsafe`, behind the small interface below; the rest of the crate is
+//! portable std and tokio. (`mlua-sys` and `pyo3-ffi` confine theirs the
+//! same way.)
+//!
+//! | need | Unix (`unix.rs`) | Windows (`windows.rs`) |
+//! |---|---|---|
+//! | a read another thread can stop ([`Stop`], [`read`]) | wait in `poll` on the input and a stop pipe (`select` on macOS, whose `poll` refuses terminals and other devices) | sockets: `WSAPoll` on the socket and a loopback UDP socket the stop writes to; pipes, consoles and files: a blocking read the stop cancels with `CancelSynchronousIo` |
+//! | a deadline on a read ([`read`]'s `until`) | the wait's timeout | sockets: the wait's timeout; handles: none (only network sessions set deadlines) |
+//! | the stdout guard ([`take_stdout`]) | duplicate fd 1 for the protocol, `dup2` stderr onto it | duplicate the handle for the protocol, `SetStdHandle` stderr's in its place |
+//! | stop events ([`StopEvents`]) | SIGINT and SIGTERM: `sigaction`, chained to the previous handler and restored | Ctrl-C, Ctrl-Break, console close, log-off and system shutdown: `SetConsoleCtrlHandler`, removed again |
+//! | allocator tuning ([`tune_allocator`], [`return_freed_memory`]) | glibc's `mallopt` and `malloc_trim` | nothing |
+//! | the open-files limit ([`raise_file_limit`]) | `setrlimit` | nothing (no such limit) |
+
+use std::fmt;
+use std::io;
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as os;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as os;
+
+#[cfg(not(any(unix, windows)))]
+compile_error!("scriptling-plugin serves plugins on Unix (Linux, macOS, the BSDs) and Windows");
+
+pub(crate) use os::{
+    Readable, Stop, StopEvents, raise_file_limit, read, ready_now, return_freed_memory, take_stdout, tune_allocator,
+    wait_to_accept,
+};
+
+/// An event that asks the process to stop: a signal on Unix, a console
+/// event on Windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// SIGINT; Ctrl-C on Windows.
+    Interrupt,
+    /// SIGTERM.
+    #[cfg(unix)]
+    Terminate,
+    /// Ctrl-Break.
+    #[cfg(windows)]
+    Break,
+    /// The console closing, the user logging off or the system shutting
+    /// down (the process is ended a few seconds later whatever it does).
+    #[cfg(windows)]
+    Close,
+}
+
+impl Signal {
+    /// The number an exit status reports as 128 + n (SIGBREAK is 21 in
+    /// the Windows C runtime; a console closing counts as SIGTERM).
+    pub(crate) fn number(self) -> i32 {
+        match self {
+            Signal::Interrupt => 2,
+            #[cfg(unix)]
+            Signal::Terminate => 15,
+            #[cfg(windows)]
+            Signal::Close => 15,
+            #[cfg(windows)]
+            Signal::Break => 21,
+        }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Signal::Interrupt if cfg!(windows) => "Ctrl-C",
+            Signal::Interrupt => "SIGINT",
+            #[cfg(unix)]
+            Signal::Terminate => "SIGTERM",
+            #[cfg(windows)]
+            Signal::Break => "Ctrl-Break",
+            #[cfg(windows)]
+            Signal::Close => "the console closing",
+        })
+    }
+}
+
+/// The error a read returns once its [`Stop`] was told to stop. (Not
+/// `Interrupted`, which buffered readers retry.)
+pub(crate) fn stopped() -> io::Error {
+    io::Error::other("the session stopped reading")
+}
