@@ -6,13 +6,17 @@
 //! `process.rs`.)
 
 use std::collections::BTreeMap;
+#[cfg(target_os = "linux")]
 use std::io::{Read, Write};
+#[cfg(target_os = "linux")]
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use scriptling_plugin::testing::{Host, example_path};
+use scriptling_plugin::testing::Host;
+#[cfg(target_os = "linux")]
+use scriptling_plugin::testing::example_path;
 use scriptling_plugin::{CallError, Callback, CallbackRef, Logger, Plugin, Returned, Value, plugin_class, plugin_fn};
 use serde_json::{Value as J, json};
 
@@ -206,6 +210,7 @@ fn against_a_host_that_never_acknowledges_only_the_first_answer_waits_and_nothin
 }
 
 /// Resident memory of process `pid`, in KiB (Linux).
+#[cfg(target_os = "linux")]
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap()
@@ -453,6 +458,7 @@ fn a_callback_that_reenters_a_sync_function_is_served_below_the_limit_and_refuse
 }
 
 /// The names of process `pid`'s threads (Linux).
+#[cfg(target_os = "linux")]
 fn thread_names_of(pid: u32) -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     tasks
@@ -581,6 +587,7 @@ fn a_batch_over_the_limit_is_refused_whole_naming_the_limit() {
 }
 
 /// The peak resident memory of process `pid`, in KiB (Linux).
+#[cfg(target_os = "linux")]
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use scriptling_plugin::testing::{HttpClient, example_path};
 use serde_json::{Value as J, json};
 
+mod common;
+
 /// A plugin process serving HTTP, stopped when dropped.
 struct Served {
     child: Child,
@@ -19,6 +21,7 @@ struct Served {
 
 impl Served {
     fn start(mut command: Command) -> Served {
+        let command = common::own_group(&mut command);
         let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = BufReader::new(child.stderr.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
@@ -326,9 +329,9 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
         request(addr, "POST", "/json-rpc", &[], body.to_string().as_bytes())
     });
     served.wait_for_stderr("fixture: sleeping 500 ms");
-    // SAFETY: sending SIGTERM to our own child process.
-    unsafe {
-        libc::kill(served.child.id() as i32, libc::SIGTERM);
+    if !common::send_stop(served.child.id(), common::Stop::Terminate) {
+        let _ = served.child.kill();
+        return;
     }
     let (status, _, body) = slow.join().unwrap();
     assert_eq!(status, 200);
@@ -491,6 +494,7 @@ fn a_well_behaved_client_is_answered_promptly_beside_500_slow_ones() {
 }
 
 /// CPU time (user + system) process `pid` has used, in clock ticks (Linux).
+#[cfg(target_os = "linux")]
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
@@ -559,6 +563,7 @@ fn a_wrong_token_is_refused_before_the_body_is_read_and_the_scheme_is_case_insen
 }
 
 /// Resident memory of process `pid`, in KiB (Linux).
+#[cfg(target_os = "linux")]
 fn rss_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with(field)).unwrap();
@@ -660,6 +665,7 @@ fn a_timed_out_batch_element_alone_carries_the_timeout() {
     );
 }
 
+#[cfg(target_os = "linux")]
 fn ping_batch(size: usize) -> String {
     let items: Vec<String> = (0..size).map(|n| format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#)).collect();
     format!("[{}]", items.join(","))

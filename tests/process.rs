@@ -11,10 +11,14 @@ use serde_json::{Value as J, json};
 
 mod common;
 
+use common::{Stop, stop_name};
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn fixture() -> Host {
-    Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).expect("spawn the fixture plugin")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    common::own_group(&mut command);
+    Host::spawn(command).expect("spawn the fixture plugin")
 }
 
 #[test]
@@ -328,11 +332,10 @@ fn properties_example_matches_upstream() {
     assert_eq!(host.call_method(&c.id, "add", [Value::Int(3)]).unwrap(), Value::Int(10));
 }
 
-fn signal(host: &Host, signal: i32) {
-    // SAFETY: sends a signal to our own child process.
-    unsafe {
-        libc::kill(host.pid().unwrap() as i32, signal);
-    }
+/// Sends `stop` to the plugin; `false` where it cannot be delivered (see
+/// `common::send_stop`).
+fn signal(host: &Host, stop: Stop) -> bool {
+    common::send_stop(host.pid().unwrap(), stop)
 }
 
 /// Sends a request and a ping after it: once the ping is answered, the
@@ -353,13 +356,16 @@ fn sigterm_finishes_calls_destroys_objects_and_exits_zero() {
                "params":{"object_id": db.id, "method":"hold","args":[{"type":"int","value":400}]}})
         .to_string(),
     );
-    signal(&host, libc::SIGTERM);
+    if !signal(&host, Stop::Terminate) {
+        return;
+    }
     let answer = host.next_frame(WAIT).expect("the call in flight is answered");
     assert_eq!((answer["id"].clone(), answer["result"]["value"].clone()), (json!("held"), json!(400)));
     let status = host.wait(WAIT).unwrap().unwrap();
     assert_eq!(status.code(), Some(0));
     let stderr = host.stderr();
-    assert!(stderr.contains("SIGTERM received, shutting down"), "{stderr}");
+    let received = format!("{} received, shutting down", stop_name(Stop::Terminate));
+    assert!(stderr.contains(&received), "{stderr}");
     assert!(stderr.contains("fixture: closed db"), "the object was destroyed: {stderr}");
 }
 
@@ -370,13 +376,16 @@ fn sigint_behaves_the_same_and_a_second_signal_exits_at_once() {
         &host,
         r#"{"jsonrpc":"2.0","id":"stuck","method":"function.call","params":{"name":"sleep_ms","args":[{"type":"int","value":30000}]}}"#,
     );
-    signal(&host, libc::SIGINT);
-    host.wait_for_stderr("SIGINT received", WAIT).unwrap();
+    if !signal(&host, Stop::Interrupt) {
+        return;
+    }
+    host.wait_for_stderr(&format!("{} received", stop_name(Stop::Interrupt)), WAIT).unwrap();
     let started = Instant::now();
-    signal(&host, libc::SIGINT);
+    assert!(signal(&host, Stop::Interrupt));
     let status = host.wait(WAIT).unwrap().unwrap();
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
-    assert_eq!(status.code(), Some(130));
+    // 128 + the signal's number (Ctrl-Break is SIGBREAK, 21, on Windows).
+    assert_eq!(status.code(), Some(if cfg!(windows) { 149 } else { 130 }));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use serde_json::{Value as Json, json};
 
 mod common;
 
-use common::Raw;
+use common::{Raw, Stop};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -51,10 +51,10 @@ impl Server {
         LineClient::connect(self.addr)
     }
 
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.raw.child.id() as i32, libc::SIGTERM) };
-        self.raw.wait(WAIT)
+    /// Stops the server with SIGTERM (Ctrl-Break on Windows); `None` where
+    /// that cannot be delivered.
+    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        self.raw.stop(Stop::Terminate).then(|| self.raw.wait(WAIT))
     }
 }
 
@@ -381,7 +381,7 @@ fn sigterm_stops_accepting_answers_what_is_in_flight_closes_and_exits_0() {
     client
         .send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleep_ms","arguments":{"ms":400}}}"#);
     std::thread::sleep(Duration::from_millis(100));
-    let status = server.terminate();
+    let Some(status) = server.terminate() else { return };
     assert_eq!(status.code(), Some(0), "{}", server.raw.stderr());
     let answer = client.recv().expect("the call in flight is answered");
     assert_eq!(answer["result"]["result"], 400, "{answer}");
@@ -410,6 +410,7 @@ fn two_hundred_connections_at_once_are_all_served() {
 }
 
 #[test]
+#[cfg(unix)] // Unix sockets are served on Unix only.
 fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
     let dir = std::env::temp_dir().join(format!("scriptling-tcp-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -421,8 +422,7 @@ fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
     let host = Host::connect_unix(&path).unwrap();
     assert_eq!(host.call("echo", [Value::Int(5)]).unwrap(), Value::Int(5));
     drop(host);
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(raw.child.id() as i32, libc::SIGTERM) };
+    assert!(raw.stop(Stop::Terminate));
     assert_eq!(raw.wait(WAIT).code(), Some(0), "{}", raw.stderr());
     assert!(!path.exists(), "the socket file is removed");
     let _ = std::fs::remove_dir_all(dir);

@@ -226,8 +226,7 @@ impl Driver {
         let _ = self.recv();
         drop(self.input);
         if self.over_tcp {
-            // SAFETY: kill(2) on our own child; SIGTERM stops the server.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+            stop_server(&mut self.child);
         }
         let _ = self.child.wait();
     }
@@ -511,9 +510,23 @@ pub fn slow_connections(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::T
         .collect()
 }
 
+/// Stops a plugin serving a network: SIGTERM, as an operator would (on
+/// Windows, where the bench has no console to send Ctrl-Break through, it
+/// is killed: the figures are taken before).
+fn stop_server(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    #[cfg(not(unix))]
+    let _ = child.kill();
+}
+
 /// Raises this process's soft limit on open files to its hard limit (the
-/// slow-connections run needs thousands).
+/// slow-connections run needs thousands; elsewhere there is no such limit).
 pub fn raise_file_limit() {
+    #[cfg(unix)]
     // SAFETY: getrlimit/setrlimit read and write a struct we own.
     unsafe {
         let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

@@ -38,8 +38,10 @@ pub(crate) struct Raw {
 
 #[allow(dead_code)]
 impl Raw {
-    /// Spawns `command` with all three streams piped; stderr is collected.
+    /// Spawns `command` with all three streams piped, in a process group of
+    /// its own; stderr is collected.
     pub(crate) fn spawn(command: &mut Command) -> Raw {
+        let command = own_group(command);
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take();
         let stdout = Some(std::io::BufReader::new(child.stdout.take().unwrap()));
@@ -80,6 +82,13 @@ impl Raw {
     pub(crate) fn handshake(&mut self) {
         self.send(r#"{"jsonrpc":"2.0","id":"hs","method":"scriptling.handshake","params":{"protocol":"1.0"}}"#);
         assert_eq!(self.recv().expect("the handshake answer")["id"], "hs");
+    }
+
+    /// Sends `stop` to the plugin (see [`send_stop`]); `false` where it
+    /// cannot be delivered.
+    #[must_use]
+    pub(crate) fn stop(&self, stop: Stop) -> bool {
+        send_stop(self.child.id(), stop)
     }
 
     /// Closes the plugin's stdin.
@@ -135,18 +144,99 @@ pub(crate) fn call_line(id: u64, name: &str, args: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"function.call","params":{{"name":"{name}","args":[{args}]}}}}"#)
 }
 
-/// Runs the child process on CPU 0 only, as a small container would.
+/// Runs the child process on CPU 0 only, as a small container would
+/// (Linux; elsewhere, with no affinity call the tests can make before the
+/// child starts, it runs as it is).
 #[allow(dead_code)]
 pub(crate) fn on_one_cpu(command: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: sched_setaffinity on the child between fork and exec, with a
-    // set of our own.
-    unsafe {
-        command.pre_exec(|| {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            Ok(())
-        })
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: sched_setaffinity on the child between fork and exec, with
+        // a set of our own.
+        unsafe {
+            command.pre_exec(|| {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                Ok(())
+            });
+        }
     }
+    command
+}
+
+/// A stop event an operator sends a plugin.
+#[allow(dead_code)]
+#[derive(Clone, Copy)]
+pub(crate) enum Stop {
+    /// SIGINT (Ctrl-C at a terminal).
+    Interrupt,
+    /// SIGTERM (a supervisor stopping it).
+    Terminate,
+}
+
+/// What the plugin calls `stop` on stderr (`"SIGTERM received"`): on
+/// Windows both arrive as Ctrl-Break.
+#[allow(dead_code)]
+pub(crate) fn stop_name(stop: Stop) -> &'static str {
+    match stop {
+        _ if cfg!(windows) => "Ctrl-Break",
+        Stop::Interrupt => "SIGINT",
+        Stop::Terminate => "SIGTERM",
+    }
+}
+
+/// Makes `command`'s child a process group of its own, so that a stop
+/// event can be sent to it alone (Windows: Ctrl-Break goes to a group;
+/// Unix needs nothing).
+#[allow(dead_code)]
+pub(crate) fn own_group(command: &mut Command) -> &mut Command {
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        command.creation_flags(windows_sys::Win32::System::Threading::CREATE_NEW_PROCESS_GROUP);
+    }
+    command
+}
+
+/// Sends `stop` to process `pid`: the signal on Unix; on Windows, Ctrl-Break
+/// to its process group (spawned with [`own_group`]; Windows sends Ctrl-C to
+/// a whole console only). Returns `false` where it cannot be delivered: on
+/// Windows without a console, as under Wine run by CI. A test that gets
+/// `false` says so and ends (the console handler itself is tested in the
+/// runtime's `sys` tests).
+#[allow(dead_code)]
+#[must_use]
+pub(crate) fn send_stop(pid: u32, stop: Stop) -> bool {
+    #[cfg(unix)]
+    {
+        let signal = match stop {
+            Stop::Interrupt => libc::SIGINT,
+            Stop::Terminate => libc::SIGTERM,
+        };
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
+    }
+    #[cfg(windows)]
+    {
+        let _ = stop;
+        use windows_sys::Win32::System::Console::{CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent};
+        // SAFETY: asks the console to send Ctrl-Break to that group.
+        let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, pid) } != 0;
+        if !sent {
+            eprintln!("skipped: no console to send Ctrl-Break through ({})", std::io::Error::last_os_error());
+        }
+        sent
+    }
+}
+
+/// `stdout` as a file, which can be cloned (a second handle on the same
+/// pipe, as a process forked by the host would hold).
+#[allow(dead_code)]
+pub(crate) fn into_file(stdout: std::process::ChildStdout) -> std::fs::File {
+    #[cfg(unix)]
+    return std::fs::File::from(std::os::fd::OwnedFd::from(stdout));
+    #[cfg(windows)]
+    return std::fs::File::from(std::os::windows::io::OwnedHandle::from(stdout));
 }

@@ -23,6 +23,8 @@ impl<T: Read + AsFd + Send> Readable for T {}
 /// Tells a reader to stop, through a pipe its wait watches.
 pub(crate) struct Stop {
     stopped: AtomicBool,
+    /// The one read allowed once stopped is still to come.
+    last_read: AtomicBool,
     read: PipeReader,
     write: PipeWriter,
 }
@@ -30,7 +32,7 @@ pub(crate) struct Stop {
 impl Stop {
     pub(crate) fn new() -> io::Result<Stop> {
         let (read, write) = std::io::pipe()?;
-        Ok(Stop { stopped: AtomicBool::new(false), read, write })
+        Ok(Stop { stopped: AtomicBool::new(false), last_read: AtomicBool::new(true), read, write })
     }
 
     /// Makes the reader's current or next read return [`stopped`].
@@ -47,8 +49,9 @@ impl Stop {
 }
 
 /// Reads `source` into `buf` once it has bytes (or has ended): `Some(n)`;
-/// `None` once `until` has passed with nothing to read; [`stopped`] once
-/// `stop` is told to.
+/// `None` once `until` has passed with nothing to read. Once `stop` is told
+/// to, what the host has already sent is read, once (so that what it sent
+/// before the end is answered), and then every read returns [`stopped`].
 pub(crate) fn read<R: Readable + ?Sized>(
     source: &mut R,
     stop: &Stop,
@@ -57,7 +60,7 @@ pub(crate) fn read<R: Readable + ?Sized>(
 ) -> io::Result<Option<usize>> {
     loop {
         if stop.is_stopped() {
-            return Err(stopped());
+            return last_read(source, stop, buf);
         }
         let timeout = match until {
             None => None,
@@ -67,11 +70,8 @@ pub(crate) fn read<R: Readable + ?Sized>(
             },
         };
         let ready = wait(&[source.as_fd().as_raw_fd(), stop.read.as_raw_fd()], timeout)?;
-        if stop.is_stopped() {
-            return Err(stopped());
-        }
         if ready & 1 == 0 {
-            continue; // timed out, or a signal: the loop looks at `until` again
+            continue; // stopped, timed out, or a signal: the loop looks again
         }
         match source.read(buf) {
             // A socket shared with a non-blocking clone may have nothing after all.
@@ -79,6 +79,14 @@ pub(crate) fn read<R: Readable + ?Sized>(
             read => return read.map(Some),
         }
     }
+}
+
+/// The read a stopped reader still makes: what is there already, once.
+fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
+        return source.read(buf).map(Some);
+    }
+    Err(stopped())
 }
 
 /// Whether `source` has bytes (or its end) to read now.
@@ -478,5 +486,17 @@ mod tests {
         stop.stop();
         assert_eq!(blocked.join().unwrap(), Err(stopped().to_string()));
         drop(writer);
+    }
+
+    #[test]
+    fn once_stopped_what_was_sent_already_is_read_once() {
+        let (mut reader, mut writer) = std::io::pipe().unwrap();
+        let stop = Stop::new().unwrap();
+        writer.write_all(b"sent before the end").unwrap();
+        stop.stop();
+        let mut buf = [0u8; 64];
+        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(19));
+        writer.write_all(b"after").unwrap();
+        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap_err().to_string(), stopped().to_string());
     }
 }

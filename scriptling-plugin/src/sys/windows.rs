@@ -1,11 +1,14 @@
 //! Windows: `WSAPoll` and a loopback waker for sockets,
-//! `CancelSynchronousIo` for pipes and consoles, `SetStdHandle`,
-//! `SetConsoleCtrlHandler`. The interface is described in `mod.rs`.
+//! `CancelSynchronousIo` and `PeekNamedPipe` for pipes and consoles,
+//! `SetStdHandle`, `SetConsoleCtrlHandler`. The interface is described in
+//! `mod.rs`.
 
 use std::fs::File;
 use std::io::{self, PipeReader, Read, Stdin, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::windows::io::{AsRawSocket, BorrowedHandle, FromRawHandle, OwnedHandle, RawSocket};
+use std::os::windows::io::{
+    AsRawHandle, AsRawSocket, BorrowedHandle, FromRawHandle, OwnedHandle, RawHandle, RawSocket,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::ThreadId;
@@ -22,6 +25,7 @@ use windows_sys::Win32::System::Console::{
     STD_ERROR_HANDLE, STD_OUTPUT_HANDLE, SetConsoleCtrlHandler, SetStdHandle,
 };
 use windows_sys::Win32::System::IO::CancelSynchronousIo;
+use windows_sys::Win32::System::Pipes::PeekNamedPipe;
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetCurrentThread};
 use windows_sys::core::BOOL;
 
@@ -39,18 +43,37 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// is read; anything else (a pipe, a console, a file) is read blocking and
 /// the read cancelled when the session stops.
 pub(crate) trait Readable: Read + Send {
-    /// The socket to wait on, if it is one.
-    fn socket(&self) -> Option<RawSocket> {
-        None
+    /// What the source is, for waiting on it or asking it.
+    fn waitable(&self) -> Waitable;
+}
+
+/// A socket, or a handle to a pipe, console or file.
+pub(crate) enum Waitable {
+    Socket(RawSocket),
+    Handle(RawHandle),
+}
+
+impl Readable for Stdin {
+    fn waitable(&self) -> Waitable {
+        Waitable::Handle(self.as_raw_handle())
     }
 }
 
-impl Readable for Stdin {}
-impl Readable for PipeReader {}
-impl Readable for File {}
+impl Readable for PipeReader {
+    fn waitable(&self) -> Waitable {
+        Waitable::Handle(self.as_raw_handle())
+    }
+}
+
+impl Readable for File {
+    fn waitable(&self) -> Waitable {
+        Waitable::Handle(self.as_raw_handle())
+    }
+}
+
 impl Readable for TcpStream {
-    fn socket(&self) -> Option<RawSocket> {
-        Some(self.as_raw_socket())
+    fn waitable(&self) -> Waitable {
+        Waitable::Socket(self.as_raw_socket())
     }
 }
 
@@ -58,6 +81,8 @@ impl Readable for TcpStream {
 /// watches, or `CancelSynchronousIo` on the thread blocked in a read.
 pub(crate) struct Stop {
     stopped: AtomicBool,
+    /// The one read allowed once stopped is still to come.
+    last_read: AtomicBool,
     state: Mutex<Reading>,
 }
 
@@ -77,7 +102,11 @@ const CANCEL_FOR: Duration = Duration::from_secs(1);
 
 impl Stop {
     pub(crate) fn new() -> io::Result<Stop> {
-        Ok(Stop { stopped: AtomicBool::new(false), state: Mutex::new(Reading::default()) })
+        Ok(Stop {
+            stopped: AtomicBool::new(false),
+            last_read: AtomicBool::new(true),
+            state: Mutex::new(Reading::default()),
+        })
     }
 
     /// Makes the reader's current or next read return [`stopped`]. A read
@@ -159,20 +188,30 @@ fn current_thread() -> io::Result<OwnedHandle> {
 
 /// Reads `source` into `buf`: `Some(n)`; `None` once `until` has passed
 /// with nothing to read (sockets only: a pipe or console is read without a
-/// deadline); [`stopped`] once `stop` is told to.
+/// deadline). Once `stop` is told to, what the host has already sent is
+/// read, once (so that what it sent before the end is answered), and then
+/// every read returns [`stopped`].
 pub(crate) fn read<R: Readable + ?Sized>(
     source: &mut R,
     stop: &Stop,
     buf: &mut [u8],
     until: Option<Instant>,
 ) -> io::Result<Option<usize>> {
-    match source.socket() {
-        Some(socket) => read_socket(source, socket, stop, buf, until),
-        None => read_blocking(source, stop, buf),
+    match source.waitable() {
+        Waitable::Socket(socket) => read_socket(source, socket, stop, buf, until),
+        Waitable::Handle(_) => read_blocking(source, stop, buf),
     }
 }
 
-fn read_socket<R: Read + ?Sized>(
+/// The read a stopped reader still makes: what is there already, once.
+fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
+        return source.read(buf).map(Some);
+    }
+    Err(stopped())
+}
+
+fn read_socket<R: Readable + ?Sized>(
     source: &mut R,
     socket: RawSocket,
     stop: &Stop,
@@ -180,7 +219,7 @@ fn read_socket<R: Read + ?Sized>(
     until: Option<Instant>,
 ) -> io::Result<Option<usize>> {
     loop {
-        let Some(waker) = stop.waker()? else { return Err(stopped()) };
+        let Some(waker) = stop.waker()? else { return last_read(source, stop, buf) };
         let timeout = match until {
             None => None,
             Some(until) => match until.checked_duration_since(Instant::now()) {
@@ -188,12 +227,8 @@ fn read_socket<R: Read + ?Sized>(
                 _ => return Ok(None),
             },
         };
-        let ready = wait(&[socket, waker], timeout)?;
-        if stop.is_stopped() {
-            return Err(stopped());
-        }
-        if ready & 1 == 0 {
-            continue;
+        if wait(&[socket, waker], timeout)? & 1 == 0 {
+            continue; // stopped, or timed out: the loop looks again
         }
         match source.read(buf) {
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
@@ -202,11 +237,12 @@ fn read_socket<R: Read + ?Sized>(
     }
 }
 
-fn read_blocking<R: Read + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
+fn read_blocking<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
     {
         let mut state = lock(&stop.state);
         if stop.is_stopped() {
-            return Err(stopped());
+            drop(state);
+            return last_read(source, stop, buf);
         }
         let me = std::thread::current().id();
         if state.thread.as_ref().is_none_or(|(id, _)| *id != me) {
@@ -216,17 +252,27 @@ fn read_blocking<R: Read + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) 
     }
     let read = source.read(buf);
     lock(&stop.state).in_read = false;
-    // A cancelled read fails with ERROR_OPERATION_ABORTED: the stop's doing.
-    if stop.is_stopped() {
-        return Err(stopped());
+    match read {
+        // A cancelled read (ERROR_OPERATION_ABORTED) is the stop's doing.
+        Err(_) if stop.is_stopped() => last_read(source, stop, buf),
+        read => read.map(Some),
     }
-    read.map(Some)
 }
 
-/// Whether `source` has bytes to read now (always `false` for what is not
-/// a socket: a pipe or console cannot be asked without reading).
+/// Whether `source` has bytes to read now (a console or file cannot be
+/// asked without reading: `false`).
 pub(crate) fn ready_now<R: Readable + ?Sized>(source: &R) -> bool {
-    source.socket().is_some_and(|socket| wait(&[socket], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0))
+    match source.waitable() {
+        Waitable::Socket(socket) => wait(&[socket], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0),
+        Waitable::Handle(handle) => {
+            let mut available = 0u32;
+            let null = std::ptr::null_mut();
+            // SAFETY: asks the pipe how many bytes it holds, into a local;
+            // fails harmlessly on what is not a pipe.
+            let asked = unsafe { PeekNamedPipe(handle, null, 0, null.cast(), &mut available, null.cast()) };
+            asked != 0 && available > 0
+        }
+    }
 }
 
 /// Waits until `listener` has a connection to accept, or `stop` is told to.
@@ -436,6 +482,20 @@ mod tests {
         stop.stop();
         assert_eq!(blocked.join().unwrap(), Err(stopped().to_string()));
         drop(writer);
+    }
+
+    #[test]
+    fn once_stopped_what_was_sent_already_is_read_once_and_a_pipe_says_what_it_holds() {
+        let (mut reader, mut writer) = std::io::pipe().unwrap();
+        assert!(!ready_now(&reader));
+        writer.write_all(b"sent before the end").unwrap();
+        assert!(ready_now(&reader));
+        let stop = Stop::new().unwrap();
+        stop.stop();
+        let mut buf = [0u8; 64];
+        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(19));
+        writer.write_all(b"after").unwrap();
+        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap_err().to_string(), stopped().to_string());
     }
 
     #[test]

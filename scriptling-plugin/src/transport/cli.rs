@@ -79,12 +79,17 @@ pub(crate) fn usage() -> String {
     text
 }
 
-/// The program's name for the usage line: the file name it was run as.
+/// The program's name for the usage line: the file name it was run as,
+/// without `.exe` on Windows (where it is typed without it).
 fn program_name() -> String {
-    std::env::args()
+    let name = std::env::args()
         .next()
         .and_then(|p| std::path::Path::new(&p).file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "plugin".to_owned())
+        .unwrap_or_else(|| "plugin".to_owned());
+    match name.strip_suffix(std::env::consts::EXE_SUFFIX) {
+        Some(stem) if !stem.is_empty() => stem.to_owned(),
+        _ => name,
+    }
 }
 
 #[cfg(test)]

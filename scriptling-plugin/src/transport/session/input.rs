@@ -10,7 +10,7 @@
 //! ARCHITECTURE.md: a thread that expects the host's next message within
 //! microseconds polls for it; the other such thread is an idle pool thread.)
 //! Where the input cannot be asked whether it has bytes without reading
-//! (a pipe on Windows), nothing spins.
+//! (a console on Windows), nothing spins.
 
 use std::io::{self, Read};
 use std::sync::Arc;
