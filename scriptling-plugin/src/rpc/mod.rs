@@ -13,7 +13,6 @@
 
 pub(crate) mod error;
 pub(crate) mod params;
-mod scan;
 
 use std::fmt;
 
@@ -195,9 +194,6 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
 
 /// [`parse_frame`] for text already checked.
 pub(crate) fn parse_text(text: &str, max_batch: usize) -> Frame<'_> {
-    if let Some(request) = scan::request_raw(text) {
-        return Frame::Single(Message::Request(request));
-    }
     if first_byte(text.as_bytes()) == Some(b'[') {
         let mut de = serde_json::Deserializer::from_str(text);
         let parsed = de.deserialize_seq(BatchVisitor { max: max_batch }).and_then(|items| de.end().map(|()| items));
@@ -215,19 +211,6 @@ pub(crate) fn parse_text(text: &str, max_batch: usize) -> Frame<'_> {
         };
     }
     Frame::Single(classify(text))
-}
-
-/// Call params of the common shape, decoded without serde, or `None` for
-/// serde to decode (see `scan::call_params`).
-pub(crate) fn fast_call_params(text: &str) -> Option<CallParams> {
-    scan::call_params(text)
-}
-
-/// The common-shape reader with raw params, and the general parser it
-/// stands in front of (for the fuzzer, which checks they agree).
-#[cfg(fuzzing)]
-pub(crate) fn scan_and_classify(text: &str) -> (Option<Request<'_>>, Message<'_>) {
-    (scan::request_raw(text), classify(text))
 }
 
 /// The first byte that is not whitespace.

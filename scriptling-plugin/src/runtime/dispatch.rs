@@ -441,7 +441,7 @@ impl DecodeJob {
         }
         // Params lie between JSON tokens, so a checked frame slices to text.
         let parsed = match frame.text().and_then(|text| text.get(range.clone())) {
-            Some(text) => rpc::fast_call_params(text).map_or_else(|| codec::decode_str::<CallParams>(text), Ok),
+            Some(text) => codec::decode_str::<CallParams>(text),
             None => codec::decode::<CallParams>(&frame.as_ref()[range]),
         };
         // The frame (perhaps a 16 MiB line) is let go of once decoded.

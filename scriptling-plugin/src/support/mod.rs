@@ -40,23 +40,15 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// Where the first byte JSON must escape is in `bytes` (a control
 /// character, `"` or `\`: exactly what serde_json escapes), if any.
 ///
-/// Two speeds: the first 16 bytes are searched a byte at a time, since
-/// names, keys and type tags end within them and a pass over a whole chunk
-/// would cost them more than the search; after that, each 64-byte chunk is
-/// tested whole, without an early exit inside it, which the compiler turns
-/// into vector instructions, so a long string is searched at memory speed.
-/// (Figures in ARCHITECTURE.md, "Speed tricks".)
+/// Each 64-byte chunk is tested whole, without an early exit inside it,
+/// which the compiler turns into vector instructions, so a long string is
+/// searched at memory speed. (Figures in ARCHITECTURE.md, "Speed tricks".)
 pub(crate) fn json_special(bytes: &[u8]) -> Option<usize> {
-    const HEAD: usize = 16;
     const CHUNK: usize = 64;
     let special = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
     let first = |part: &[u8], offset: usize| part.iter().position(|&b| special(b)).map(|at| offset + at);
-    let head = bytes.len().min(HEAD);
-    if let Some(at) = first(&bytes[..head], 0) {
-        return Some(at);
-    }
-    let mut chunks = bytes[head..].chunks_exact(CHUNK);
-    let mut offset = head;
+    let mut chunks = bytes.chunks_exact(CHUNK);
+    let mut offset = 0;
     for chunk in &mut chunks {
         if chunk.iter().fold(false, |found, &b| found | special(b)) {
             return first(chunk, offset);
