@@ -380,7 +380,6 @@ fn parse_error(err: &serde_json::Error) -> RpcError {
 /// Writes a success response frame (without a trailing newline) into `out`.
 ///
 /// `result` is the already-serialised result JSON.
-#[cfg(test)]
 pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
     out.reserve(result.len() + id.get().len() + 40);
     write_result_prefix(out, id);

@@ -119,12 +119,19 @@ impl Plugin {
         // its objects' hooks unrun). Fd 1 points at the original stdout again
         // only once `_stdout` drops, after the session has ended.
         let signals = Signals::install();
-        let (out, _stdout) = sys::take_stdout()?;
+        let (mut out, _stdout) = sys::take_stdout()?;
+        let stop = Arc::new(Stop::new()?);
+        let stdin = std::io::stdin();
+        let waiting = sys::ready_now(&stdin);
+        let mut lines = LineReader::new(Input::new(stdin, Arc::clone(&stop)), core.options.max_frame_bytes);
+        // A handshake already waiting is answered before the runtime and the
+        // session's threads exist (a speed trick: ARCHITECTURE.md).
+        if waiting {
+            session::answer_early_handshake(&core, &mut lines, &mut out);
+        }
         let rt = self::runtime()?;
         sys::tune_allocator();
         panic::install_hook(core.options.panic_backtraces);
-        let stop = Arc::new(Stop::new()?);
-        let lines = LineReader::new(Input::new(std::io::stdin(), Arc::clone(&stop)), core.options.max_frame_bytes);
         let setup = Setup::stdio(Arc::new(core), rt.handle().clone());
         let mut session = Session::start(setup, lines, stop, Box::new(out))?;
         if let Some(signals) = signals {

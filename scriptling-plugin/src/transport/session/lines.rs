@@ -45,6 +45,22 @@ impl<R: Read> LineReader<R> {
         self.max
     }
 
+    /// The first line in the buffer (without its newline), reading once if
+    /// the buffer is empty, without consuming it; `None` unless it is there
+    /// whole. For a caller that only wants the line if it is of one kind
+    /// (see [`consume_line`](Self::consume_line)).
+    pub(crate) fn peek_line(&mut self) -> io::Result<Option<&[u8]>> {
+        let buffered = self.inner.fill_buf()?;
+        Ok(buffered.iter().position(|&b| b == b'\n').map(|end| &buffered[..end]))
+    }
+
+    /// Drops the line [`peek_line`](Self::peek_line) returned.
+    pub(crate) fn consume_line(&mut self) {
+        if let Some(end) = self.inner.buffer().iter().position(|&b| b == b'\n') {
+            self.inner.consume(end + 1);
+        }
+    }
+
     /// The source being read.
     pub(crate) fn source_mut(&mut self) -> &mut R {
         self.inner.get_mut()
@@ -98,6 +114,18 @@ mod tests {
     #[test]
     fn splits_skips_blanks_and_strips_cr() {
         assert_eq!(lines(b"a\r\n\n  \r\nb\nlast", 100), vec![Ok("a".into()), Ok("b".into()), Ok("last".into())]);
+    }
+
+    #[test]
+    fn a_peeked_line_stays_until_consumed() {
+        let mut reader = LineReader::new(&b"first\nsecond\n"[..], 100);
+        assert_eq!(reader.peek_line().unwrap(), Some(&b"first"[..]));
+        assert_eq!(reader.peek_line().unwrap(), Some(&b"first"[..]));
+        reader.consume_line();
+        let mut buf = Vec::new();
+        assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
+        assert_eq!(buf, b"second");
+        assert_eq!(LineReader::new(&b"partial"[..], 100).peek_line().unwrap(), None);
     }
 
     #[test]

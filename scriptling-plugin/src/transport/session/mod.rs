@@ -30,14 +30,16 @@ mod reader;
 pub(crate) mod setup;
 pub(crate) mod writer;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::call::link::{HostChannel, Link, Waits};
 use crate::call::outgoing::Outgoing;
+use crate::exports::core::Core;
 use crate::exports::error::ServeError;
+use crate::rpc::{self, Frame as Parsed, Message, Method};
 use crate::runtime::dispatch::{Dispatcher, parallelism};
 use crate::runtime::done::Done;
 use crate::runtime::pool::Pool;
@@ -286,4 +288,31 @@ fn undelivered_error(undelivered: Undelivered, why: &str) -> Result<(), ServeErr
         return Ok(());
     }
     Err(ServeError::Undelivered { answers: undelivered.answers, reason: why.to_owned() })
+}
+
+/// Answers the host's handshake at once if it is the first line and has
+/// arrived whole already, before the session exists: the host's wait for a
+/// starting plugin then ends before the plugin sets up the rest (the
+/// runtime, the session and their threads). Stop events must be caught
+/// before this is called. Returns whether it answered; anything else is
+/// left in `lines` for the session. The answer is written to `out`, the
+/// protocol stream, before anything else is.
+pub(crate) fn answer_early_handshake<R: Read>(core: &Core, lines: &mut LineReader<R>, out: &mut impl Write) -> bool {
+    let Ok(Some(line)) = lines.peek_line() else { return false };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // A line over the limit is for the session to refuse.
+    if line.len() > core.options.max_frame_bytes {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(line) else { return false };
+    let Parsed::Single(Message::Request(request)) = rpc::parse_text(text, 1) else { return false };
+    let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
+    let mut answer = Vec::with_capacity(core.handshake.len() + 64);
+    rpc::write_result(&mut answer, id, &core.handshake);
+    answer.push(b'\n');
+    // Answered, even if the write fails part-way: the session must not
+    // answer it again (a failed stream is the session's to notice).
+    let _ = out.write_all(&answer).and_then(|()| out.flush());
+    lines.consume_line();
+    true
 }
