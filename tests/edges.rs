@@ -217,7 +217,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // reads resident memory from /proc
 fn acknowledged_log_records_leave_nothing_behind_their_calls() {
     let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
     host.set_jitter(Duration::ZERO);
@@ -319,7 +319,7 @@ fn a_batch_holding_shutdown_is_answered_whole() {
 // ---- the sync pool ------------------------------------------------------------
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // pins the plugin to one CPU, which only Linux lets a test do before the child starts
 fn on_one_cpu_a_callbacks_answer_is_read_while_another_handler_computes() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
     common::on_one_cpu(&mut command);
@@ -468,7 +468,7 @@ fn thread_names_of(pid: u32) -> Vec<String> {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // counts the plugin's threads in /proc
 fn a_host_that_reads_slowly_grows_no_threads() {
     let mut child = common::spawn_piped(&mut Command::new(env!("CARGO_BIN_EXE_fixture-plugin")));
     let pid = child.id();
@@ -595,7 +595,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // reads peak resident memory from /proc
 fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
     let mut child = common::spawn_piped(&mut Command::new(example_path("hello")));
     let pid = child.id();
@@ -630,7 +630,7 @@ fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // reads resident memory from /proc
 fn a_large_payload_is_not_kept_while_its_call_runs() {
     let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
     host.handshake().unwrap();

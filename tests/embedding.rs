@@ -45,7 +45,7 @@ fn stdin_and_stdout_are_the_applications_again_after_serving() {
 }
 
 #[test]
-#[cfg(unix)]
+#[cfg(unix)] // the application's signal handlers: Windows gives the plugin the console's events alone
 fn the_applications_own_signal_handler_keeps_working_and_stdin_is_its_own_afterwards() {
     let mut raw = Raw::spawn(embedded().env("EMBEDDED_OWN_HANDLER", "1"));
     raw.handshake();
@@ -66,7 +66,7 @@ fn the_applications_own_signal_handler_keeps_working_and_stdin_is_its_own_afterw
 }
 
 #[test]
-#[cfg(unix)]
+#[cfg(unix)] // the application's signal handlers: Windows gives the plugin the console's events alone
 fn after_serving_a_signal_does_what_it_did_before() {
     use std::os::unix::process::ExitStatusExt;
     let mut raw = Raw::spawn(&mut embedded());
@@ -89,7 +89,7 @@ fn after_serving_a_signal_does_what_it_did_before() {
 /// SIGINT reaches the application once instead of looping between the two
 /// handlers until the stack overflows.
 #[test]
-#[cfg(unix)]
+#[cfg(unix)] // the application's signal handlers: Windows gives the plugin the console's events alone
 fn a_handler_installed_over_the_sdks_keeps_working_through_a_second_serve() {
     let mut raw = Raw::spawn(embedded().env("EMBEDDED_SERVE_TWICE", "1"));
     raw.handshake();

@@ -502,7 +502,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // lowers the open-files limit with setrlimit before exec
 fn running_out_of_file_handles_backs_off_and_recovers() {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
@@ -571,7 +571,7 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // reads resident memory from /proc
 fn client_ids_are_bounded_and_keep_no_state() {
     let served = Served::fixture(&[]);
     let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
@@ -672,7 +672,7 @@ fn ping_batch(size: usize) -> String {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // reads resident memory from /proc
 fn batches_are_capped_and_memory_goes_back_after_big_ones() {
     let served = Served::fixture(&[]);
     let (status, out) = served.post(&ping_batch(100_001));

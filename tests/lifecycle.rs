@@ -224,7 +224,7 @@ fn a_host_that_closes_stdout_ends_the_session_at_once_with_a_failure() {
 /// and the plugin exits instead of waiting in a write for ever. (Unix: a
 /// socket pair as stdout; Windows hosts pass pipes.)
 #[test]
-#[cfg(unix)]
+#[cfg(unix)] // a Unix socket pair as stdout
 fn a_host_that_stops_reading_a_socket_is_given_up_on_within_the_grace() {
     use std::io::Write;
     use std::os::fd::OwnedFd;

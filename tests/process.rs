@@ -479,7 +479,7 @@ fn sleeps_per_call(spin_us: u32, calls: u32, gap: Duration) -> f64 {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(target_os = "linux")] // counts the plugin's sleeps in /proc
 fn the_reader_polls_for_the_next_request_instead_of_sleeping_when_asked() {
     // On one CPU the spin is off by design (`Plugin::input_spin`): polling
     // would only take the CPU from the host that is to write the request.

@@ -172,8 +172,9 @@ impl Plugin {
         self
     }
 
-    /// How long shutdown (or the host closing stdin, or the first SIGINT or
-    /// SIGTERM) may take to finish in-flight calls and destroy the objects
+    /// How long shutdown (or the host closing stdin, or the first stop event:
+    /// SIGINT or SIGTERM, on Windows Ctrl-C, Ctrl-Break or the console
+    /// closing) may take to finish in-flight calls and destroy the objects
     /// before answering and exiting anyway (default 5 s; the host itself
     /// waits 10 s for the answer to `plugin.shutdown`, and kills a plugin
     /// 5 s after closing its stdin). Afterwards the plugin writes what it

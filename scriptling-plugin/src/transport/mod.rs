@@ -144,7 +144,8 @@ impl Plugin {
     }
 
     /// Serves the plugin over HTTP at `addr` (`"127.0.0.1:8081"`, or a port
-    /// alone for loopback) until SIGINT or SIGTERM, with the default limits.
+    /// alone for loopback) until SIGINT or SIGTERM (Ctrl-C or Ctrl-Break on
+    /// Windows), with the default limits.
     ///
     /// Both forms exist because most servers need only an address, written
     /// as the user typed it; [`serve_http_with`](Plugin::serve_http_with) is
@@ -159,8 +160,8 @@ impl Plugin {
     }
 
     /// Serves the plugin over HTTP with `config`, on a runtime of its own,
-    /// until SIGINT or SIGTERM; then in-flight requests finish and every
-    /// object is dropped.
+    /// until SIGINT or SIGTERM (Ctrl-C or Ctrl-Break on Windows); then
+    /// in-flight requests finish and every object is dropped.
     #[cfg(feature = "http")]
     #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn serve_http_with(self, config: crate::transport::http::HttpConfig) -> Result<(), ServeError> {
@@ -169,8 +170,9 @@ impl Plugin {
     }
 
     /// Serves the plugin over TCP at `addr` (`"127.0.0.1:9876"`, or a port
-    /// alone for loopback; `"unix:/path"` for a Unix socket) until SIGINT
-    /// or SIGTERM, with the default limits. As for HTTP, the address form is
+    /// alone for loopback; `"unix:/path"` for a Unix socket, on Unix) until
+    /// SIGINT or SIGTERM (Ctrl-C or Ctrl-Break on Windows), with the default
+    /// limits. As for HTTP, the address form is
     /// the one-liner; [`serve_tcp_with`](Plugin::serve_tcp_with) sets a token
     /// or limits.
     pub fn serve_tcp(self, addr: &str) -> Result<(), ServeError> {
@@ -179,7 +181,8 @@ impl Plugin {
     }
 
     /// Serves the plugin over TCP (or a Unix socket) with `config`, on a
-    /// runtime of its own, until SIGINT or SIGTERM: line-delimited JSON-RPC
+    /// runtime of its own, until SIGINT or SIGTERM (Ctrl-C or Ctrl-Break on
+    /// Windows): line-delimited JSON-RPC
     /// 2.0 in the Supex bridge's conventions (`hello` with an optional
     /// token, `ping`, `tools/call`, `tools/list`), and the whole Scriptling
     /// protocol, callbacks and log records included, on each connection.
