@@ -65,12 +65,18 @@ fn named_modules(line: &str) -> Vec<String> {
     found
 }
 
-#[test]
-fn no_module_imports_from_a_higher_layer() {
+/// The runtime crate's source directory and its `.rs` files, sorted.
+fn sources() -> (PathBuf, Vec<PathBuf>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scriptling-plugin/src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
+    (src, files)
+}
+
+#[test]
+fn no_module_imports_from_a_higher_layer() {
+    let (src, files) = sources();
     let mut violations = Vec::new();
     for file in &files {
         let module = module_of(&src, file);
@@ -129,10 +135,7 @@ const UNSAFE_ELSEWHERE: &[&str] = &["call/objects/handle.rs", "call/objects/mod.
 /// with the `unsafe` it takes; the rest of the crate is portable.
 #[test]
 fn os_code_and_unsafe_stay_in_sys() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scriptling-plugin/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
+    let (src, files) = sources();
     let mut violations = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");

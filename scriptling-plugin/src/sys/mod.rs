@@ -14,6 +14,8 @@
 
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 #[cfg(unix)]
 mod unix;
@@ -29,9 +31,78 @@ use windows as os;
 compile_error!("scriptling-plugin serves plugins on Unix (Linux, macOS, the BSDs) and Windows");
 
 pub(crate) use os::{
-    Readable, Stop, StopEvents, raise_file_limit, read, ready_now, return_freed_memory, take_stdout, tune_allocator,
-    wait_to_accept,
+    Readable, StopEvents, raise_file_limit, ready_now, return_freed_memory, take_stdout, tune_allocator, wait_to_accept,
 };
+
+/// Tells a reader to stop: its current or next read returns [`stopped`]
+/// (after one last read of what is there already, see [`read`]). How a
+/// waiting or reading thread is woken is the OS module's `Waker`.
+pub(crate) struct Stop {
+    stopped: AtomicBool,
+    /// The one read allowed once stopped is still to come.
+    last_read: AtomicBool,
+    waker: os::Waker,
+}
+
+impl Stop {
+    pub(crate) fn new() -> io::Result<Stop> {
+        Ok(Stop { stopped: AtomicBool::new(false), last_read: AtomicBool::new(true), waker: os::Waker::new()? })
+    }
+
+    /// Stops the reader.
+    pub(crate) fn stop(&self) {
+        if !self.stopped.swap(true, Ordering::AcqRel) {
+            self.waker.wake(self);
+        }
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+/// Reads `source` into `buf` once it has bytes (or has ended): `Some(n)`;
+/// `None` once `until` has passed with nothing to read (a deadline the OS
+/// module can keep: on Windows, a socket's). Once `stop` is told to, what
+/// the host has already sent is read, once (so that what it sent before the
+/// end is answered), and then every read returns [`stopped`].
+pub(crate) fn read<R: Readable + ?Sized>(
+    source: &mut R,
+    stop: &Stop,
+    buf: &mut [u8],
+    until: Option<Instant>,
+) -> io::Result<Option<usize>> {
+    loop {
+        if stop.is_stopped() {
+            return last_read(source, stop, buf);
+        }
+        let timeout = match until {
+            None => None,
+            Some(until) => match until.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => return Ok(None),
+            },
+        };
+        if !os::wait(source, stop, timeout)? {
+            continue; // stopped, timed out, or a signal: look again
+        }
+        match os::read(source, stop, buf) {
+            // A socket shared with a non-blocking clone may have nothing after all.
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            // A read the stop cancelled.
+            Err(_) if stop.is_stopped() => return last_read(source, stop, buf),
+            read => return read.map(Some),
+        }
+    }
+}
+
+/// The read a stopped reader still makes: what is there already, once.
+fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
+        return source.read(buf).map(Some);
+    }
+    Err(stopped())
+}
 
 /// An event that asks the process to stop: a signal on Unix, a console
 /// event on Windows.

@@ -7,9 +7,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{Signal, stopped};
+use super::{Signal, Stop};
 
 // ---------------------------------------------------------------------------
 // Reads another thread can stop.
@@ -20,84 +20,44 @@ pub(crate) trait Readable: Read + AsFd + Send {}
 
 impl<T: Read + AsFd + Send> Readable for T {}
 
-/// Tells a reader to stop, through a pipe its wait watches.
-pub(crate) struct Stop {
-    stopped: AtomicBool,
-    /// The one read allowed once stopped is still to come.
-    last_read: AtomicBool,
+/// Wakes a waiting reader through a pipe its wait watches.
+pub(super) struct Waker {
     read: PipeReader,
     write: PipeWriter,
 }
 
-impl Stop {
-    pub(crate) fn new() -> io::Result<Stop> {
+impl Waker {
+    pub(super) fn new() -> io::Result<Waker> {
         let (read, write) = std::io::pipe()?;
-        Ok(Stop { stopped: AtomicBool::new(false), last_read: AtomicBool::new(true), read, write })
+        Ok(Waker { read, write })
     }
 
-    /// Makes the reader's current or next read return [`stopped`].
-    pub(crate) fn stop(&self) {
-        if !self.stopped.swap(true, Ordering::AcqRel) {
-            // One byte: the pipe never fills.
-            let _ = (&self.write).write(&[0]);
-        }
-    }
-
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+    pub(super) fn wake(&self, _stop: &Stop) {
+        // One byte, once: the pipe never fills.
+        let _ = (&self.write).write(&[0]);
     }
 }
 
-/// Reads `source` into `buf` once it has bytes (or has ended): `Some(n)`;
-/// `None` once `until` has passed with nothing to read. Once `stop` is told
-/// to, what the host has already sent is read, once (so that what it sent
-/// before the end is answered), and then every read returns [`stopped`].
-pub(crate) fn read<R: Readable + ?Sized>(
-    source: &mut R,
-    stop: &Stop,
-    buf: &mut [u8],
-    until: Option<Instant>,
-) -> io::Result<Option<usize>> {
-    loop {
-        if stop.is_stopped() {
-            return last_read(source, stop, buf);
-        }
-        let timeout = match until {
-            None => None,
-            Some(until) => match until.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => Some(left),
-                _ => return Ok(None),
-            },
-        };
-        let ready = wait(&[source.as_fd().as_raw_fd(), stop.read.as_raw_fd()], timeout)?;
-        if ready & 1 == 0 {
-            continue; // stopped, timed out, or a signal: the loop looks again
-        }
-        match source.read(buf) {
-            // A socket shared with a non-blocking clone may have nothing after all.
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-            read => return read.map(Some),
-        }
-    }
+/// Waits until `source` has bytes (or its end), for at most `timeout`;
+/// `false` when the time ran out, a signal came, or the stop woke it.
+pub(super) fn wait<R: Readable + ?Sized>(source: &R, stop: &Stop, timeout: Option<Duration>) -> io::Result<bool> {
+    Ok(wait_fds(&[source.as_fd().as_raw_fd(), stop.waker.read.as_raw_fd()], timeout)? & 1 != 0)
 }
 
-/// The read a stopped reader still makes: what is there already, once.
-fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
-        return source.read(buf).map(Some);
-    }
-    Err(stopped())
+/// Reads `source`, which has bytes.
+pub(super) fn read<R: Readable + ?Sized>(source: &mut R, _stop: &Stop, buf: &mut [u8]) -> io::Result<usize> {
+    source.read(buf)
 }
 
 /// Whether `source` has bytes (or its end) to read now.
 pub(crate) fn ready_now<R: Readable + ?Sized>(source: &R) -> bool {
-    wait(&[source.as_fd().as_raw_fd()], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0)
+    wait_fds(&[source.as_fd().as_raw_fd()], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0)
 }
 
 /// Waits until `listener` has a connection to accept, or `stop` is told to.
 pub(crate) fn wait_to_accept(listener: &impl AsFd, stop: &Stop) -> io::Result<()> {
     while !stop.is_stopped() {
-        if wait(&[listener.as_fd().as_raw_fd(), stop.read.as_raw_fd()], None)? & 1 != 0 {
+        if wait_fds(&[listener.as_fd().as_raw_fd(), stop.waker.read.as_raw_fd()], None)? & 1 != 0 {
             break;
         }
     }
@@ -107,7 +67,7 @@ pub(crate) fn wait_to_accept(listener: &impl AsFd, stop: &Stop) -> io::Result<()
 /// Waits until one of `fds` is readable or at its end, or `timeout` has
 /// passed (`None`: no limit). Returns a bit per descriptor, bit i for
 /// `fds[i]`; 0 when the time ran out or a signal came.
-fn wait(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<u32> {
+fn wait_fds(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<u32> {
     // macOS's poll refuses terminals and other devices (POLLNVAL): a plugin
     // started by hand from a terminal could not be read. Its select serves
     // them, for descriptors below FD_SETSIZE.
@@ -468,6 +428,8 @@ pub(crate) fn raise_file_limit(files: usize) {
 #[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
+    use crate::sys::{read, stopped};
+    use std::time::Instant;
 
     #[test]
     fn a_blocked_read_returns_when_stopped_and_reads_what_arrives_otherwise() {

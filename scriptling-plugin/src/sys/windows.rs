@@ -29,7 +29,7 @@ use windows_sys::Win32::System::Pipes::PeekNamedPipe;
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetCurrentThread};
 use windows_sys::core::BOOL;
 
-use super::{Signal, stopped};
+use super::{Signal, Stop, stopped};
 
 /// Locks `mutex`, ignoring poison (nothing here leaves state half-made).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -77,19 +77,16 @@ impl Readable for TcpStream {
     }
 }
 
-/// Tells a reader to stop: a datagram to a loopback socket a socket's wait
+/// Wakes a reader: a datagram to a loopback socket a socket's wait
 /// watches, or `CancelSynchronousIo` on the thread blocked in a read.
-pub(crate) struct Stop {
-    stopped: AtomicBool,
-    /// The one read allowed once stopped is still to come.
-    last_read: AtomicBool,
+pub(super) struct Waker {
     state: Mutex<Reading>,
 }
 
 #[derive(Default)]
 struct Reading {
     /// Made on the first wait on a socket.
-    waker: Option<UdpSocket>,
+    socket: Option<UdpSocket>,
     /// The thread that reads, to cancel its read.
     thread: Option<(ThreadId, OwnedHandle)>,
     /// That thread is in a blocking read.
@@ -100,25 +97,18 @@ struct Reading {
 /// begun in the kernel (a cancel then finds nothing to cancel).
 const CANCEL_FOR: Duration = Duration::from_secs(1);
 
-impl Stop {
-    pub(crate) fn new() -> io::Result<Stop> {
-        Ok(Stop {
-            stopped: AtomicBool::new(false),
-            last_read: AtomicBool::new(true),
-            state: Mutex::new(Reading::default()),
-        })
+impl Waker {
+    pub(super) fn new() -> io::Result<Waker> {
+        Ok(Waker { state: Mutex::new(Reading::default()) })
     }
 
-    /// Makes the reader's current or next read return [`stopped`]. A read
-    /// that cannot be cancelled (some consoles, a pipe under Wine made by a
-    /// Unix program) goes on until its input delivers or closes.
-    pub(crate) fn stop(&self) {
-        if self.stopped.swap(true, Ordering::AcqRel) {
-            return;
-        }
+    /// Wakes the reader. A read that cannot be cancelled (some consoles, a
+    /// pipe under Wine made by a Unix program) goes on until its input
+    /// delivers or closes.
+    pub(super) fn wake(&self, _stop: &Stop) {
         let mut state = lock(&self.state);
-        if let Some(waker) = &state.waker {
-            let _ = waker.send(&[0]);
+        if let Some(socket) = &state.socket {
+            let _ = socket.send(&[0]);
         }
         let deadline = Instant::now() + CANCEL_FOR;
         while state.in_read {
@@ -139,28 +129,24 @@ impl Stop {
         }
     }
 
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
-    }
-
-    /// The waker's socket, made if need be; `None` once stopped.
-    fn waker(&self) -> io::Result<Option<RawSocket>> {
+    /// The loopback socket a stop wakes a socket's wait through, made if
+    /// need be; `None` once stopped.
+    fn socket(&self, stop: &Stop) -> io::Result<Option<RawSocket>> {
         let mut state = lock(&self.state);
-        if self.is_stopped() {
+        if stop.is_stopped() {
             return Ok(None);
         }
-        if state.waker.is_none() {
+        if state.socket.is_none() {
             let socket = UdpSocket::bind(("127.0.0.1", 0))?;
             socket.connect(socket.local_addr()?)?;
             socket.set_nonblocking(true)?;
-            state.waker = Some(socket);
+            state.socket = Some(socket);
         }
-        Ok(state.waker.as_ref().map(AsRawSocket::as_raw_socket))
+        Ok(state.socket.as_ref().map(AsRawSocket::as_raw_socket))
     }
 }
 
 fn raw(handle: &OwnedHandle) -> HANDLE {
-    use std::os::windows::io::AsRawHandle;
     handle.as_raw_handle()
 }
 
@@ -186,63 +172,30 @@ fn current_thread() -> io::Result<OwnedHandle> {
     Ok(unsafe { OwnedHandle::from_raw_handle(handle) })
 }
 
-/// Reads `source` into `buf`: `Some(n)`; `None` once `until` has passed
-/// with nothing to read (sockets only: a pipe or console is read without a
-/// deadline). Once `stop` is told to, what the host has already sent is
-/// read, once (so that what it sent before the end is answered), and then
-/// every read returns [`stopped`].
-pub(crate) fn read<R: Readable + ?Sized>(
-    source: &mut R,
-    stop: &Stop,
-    buf: &mut [u8],
-    until: Option<Instant>,
-) -> io::Result<Option<usize>> {
+/// Waits until a socket has bytes (or its end), for at most `timeout`;
+/// `false` when the time ran out or the stop woke it. What is not a socket
+/// cannot be waited on: it is read at once, blocking (and so keeps no
+/// deadline), and the stop cancels that read.
+pub(super) fn wait<R: Readable + ?Sized>(source: &R, stop: &Stop, timeout: Option<Duration>) -> io::Result<bool> {
     match source.waitable() {
-        Waitable::Socket(socket) => read_socket(source, socket, stop, buf, until),
-        Waitable::Handle(_) => read_blocking(source, stop, buf),
+        Waitable::Socket(socket) => match stop.waker.socket(stop)? {
+            Some(waker) => Ok(wait_sockets(&[socket, waker], timeout)? & 1 != 0),
+            None => Ok(false),
+        },
+        Waitable::Handle(_) => Ok(true),
     }
 }
 
-/// The read a stopped reader still makes: what is there already, once.
-fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
-        return source.read(buf).map(Some);
+/// Reads `source`: a socket, which has bytes; or anything else, blocking,
+/// where the stop can cancel the read.
+pub(super) fn read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<usize> {
+    if let Waitable::Socket(_) = source.waitable() {
+        return source.read(buf);
     }
-    Err(stopped())
-}
-
-fn read_socket<R: Readable + ?Sized>(
-    source: &mut R,
-    socket: RawSocket,
-    stop: &Stop,
-    buf: &mut [u8],
-    until: Option<Instant>,
-) -> io::Result<Option<usize>> {
-    loop {
-        let Some(waker) = stop.waker()? else { return last_read(source, stop, buf) };
-        let timeout = match until {
-            None => None,
-            Some(until) => match until.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => Some(left),
-                _ => return Ok(None),
-            },
-        };
-        if wait(&[socket, waker], timeout)? & 1 == 0 {
-            continue; // stopped, or timed out: the loop looks again
-        }
-        match source.read(buf) {
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-            read => return read.map(Some),
-        }
-    }
-}
-
-fn read_blocking<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
     {
-        let mut state = lock(&stop.state);
+        let mut state = lock(&stop.waker.state);
         if stop.is_stopped() {
-            drop(state);
-            return last_read(source, stop, buf);
+            return Err(stopped());
         }
         let me = std::thread::current().id();
         if state.thread.as_ref().is_none_or(|(id, _)| *id != me) {
@@ -250,20 +203,17 @@ fn read_blocking<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u
         }
         state.in_read = true;
     }
+    // A cancelled read fails with ERROR_OPERATION_ABORTED: the stop's doing.
     let read = source.read(buf);
-    lock(&stop.state).in_read = false;
-    match read {
-        // A cancelled read (ERROR_OPERATION_ABORTED) is the stop's doing.
-        Err(_) if stop.is_stopped() => last_read(source, stop, buf),
-        read => read.map(Some),
-    }
+    lock(&stop.waker.state).in_read = false;
+    read
 }
 
 /// Whether `source` has bytes to read now (a console or file cannot be
 /// asked without reading: `false`).
 pub(crate) fn ready_now<R: Readable + ?Sized>(source: &R) -> bool {
     match source.waitable() {
-        Waitable::Socket(socket) => wait(&[socket], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0),
+        Waitable::Socket(socket) => wait_sockets(&[socket], Some(Duration::ZERO)).is_ok_and(|ready| ready & 1 != 0),
         Waitable::Handle(handle) => {
             let mut available = 0u32;
             let null = std::ptr::null_mut();
@@ -277,8 +227,8 @@ pub(crate) fn ready_now<R: Readable + ?Sized>(source: &R) -> bool {
 
 /// Waits until `listener` has a connection to accept, or `stop` is told to.
 pub(crate) fn wait_to_accept(listener: &TcpListener, stop: &Stop) -> io::Result<()> {
-    while let Some(waker) = stop.waker()? {
-        if wait(&[listener.as_raw_socket(), waker], None)? & 1 != 0 {
+    while let Some(waker) = stop.waker.socket(stop)? {
+        if wait_sockets(&[listener.as_raw_socket(), waker], None)? & 1 != 0 {
             break;
         }
     }
@@ -288,7 +238,7 @@ pub(crate) fn wait_to_accept(listener: &TcpListener, stop: &Stop) -> io::Result<
 /// Waits until one of `sockets` is readable or at its end, or `timeout`
 /// has passed (`None`: no limit). Returns a bit per socket; 0 when the time
 /// ran out.
-fn wait(sockets: &[RawSocket], timeout: Option<Duration>) -> io::Result<u32> {
+fn wait_sockets(sockets: &[RawSocket], timeout: Option<Duration>) -> io::Result<u32> {
     let mut polled = [WSAPOLLFD { fd: 0, events: 0, revents: 0 }; 2];
     let polled = &mut polled[..sockets.len()];
     for (slot, &socket) in polled.iter_mut().zip(sockets) {
@@ -466,6 +416,7 @@ pub(crate) fn raise_file_limit(_files: usize) {}
 #[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
+    use crate::sys::read;
 
     #[test]
     fn a_blocked_pipe_read_returns_when_stopped() {
