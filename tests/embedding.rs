@@ -44,6 +44,39 @@ fn stdin_and_stdout_are_the_applications_again_after_serving() {
     raw.wait_for_stderr("app: stdin ended", WAIT);
 }
 
+/// A runtime built without timers serves too: the sync pool's stall rule
+/// and the bound on a log record's acknowledgement keep their deadlines on
+/// the SDK's own timer thread.
+#[test]
+fn serve_stdio_serves_on_a_runtime_built_without_timers() {
+    let mut raw = Raw::spawn(embedded().env("EMBEDDED_NO_TIMERS", "1"));
+    raw.handshake();
+    // Two naps more than cores: the stall rule brings in threads for them.
+    let calls = std::thread::available_parallelism().map_or(2, usize::from) + 2;
+    let started = std::time::Instant::now();
+    for id in 0..calls {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"function.call","params":{{"name":"nap","args":[{{"type":"int","value":500}}]}}}}"#,
+            10 + id
+        ));
+    }
+    for _ in 0..calls {
+        assert_eq!(raw.recv().unwrap()["result"]["value"], 500, "{}", raw.stderr());
+    }
+    // Without the stall rule the last two would start only after 500 ms.
+    assert!(started.elapsed() < Duration::from_millis(900), "{:?}", started.elapsed());
+    // A call that logs: its answer waits for the record's acknowledgement.
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"function.call","params":{"name":"noted","args":[{"type":"string","value":"hi"}]}}"#);
+    let log = raw.recv().unwrap();
+    assert_eq!(log["method"], "host.log", "{log}");
+    raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{"type":"null"}}}}"#, log["id"]));
+    assert_eq!(raw.recv().unwrap()["result"]["value"], "hi");
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#);
+    assert_eq!(raw.recv().unwrap()["id"], 3);
+    raw.wait_for_stderr("app: served Ok(())", WAIT);
+    assert!(!raw.stderr().contains("panicked"), "{}", raw.stderr());
+}
+
 #[test]
 #[cfg(unix)] // the application's signal handlers: Windows gives the plugin the console's events alone
 fn the_applications_own_signal_handler_keeps_working_and_stdin_is_its_own_afterwards() {

@@ -428,6 +428,42 @@ fn shutdown_hooks_log_through_a_real_host_connection() {
     assert_eq!(host.wait(WAIT).unwrap().unwrap().code(), Some(0));
 }
 
+/// Handlers that compute keep the sync pool at the core count: forty calls
+/// at once of a function that computes for 50 ms. (The stall rule could not
+/// tell a computing thread from a blocked one, and added a thread every
+/// millisecond until there was one a call.)
+#[test]
+#[cfg(target_os = "linux")] // counts the plugin's threads in /proc
+fn computing_handlers_keep_the_sync_pool_at_the_core_count() {
+    let mut raw = common::Raw::spawn(&mut Command::new(env!("CARGO_BIN_EXE_fixture-plugin")));
+    raw.handshake();
+    let pid = raw.child.id();
+    let sync_threads = move || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+        let names = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok());
+        names.filter(|name| name.trim_end() == "plugin-sync").count()
+    };
+    let calls = 40;
+    for id in 0..calls {
+        raw.send(&common::call_line(10 + id, "spin_ms", r#"{"type":"int","value":50}"#));
+    }
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let sampler = std::thread::spawn(move || {
+        let mut most = 0;
+        while done.recv_timeout(Duration::from_millis(5)).is_err() {
+            most = most.max(sync_threads());
+        }
+        most
+    });
+    for _ in 0..calls {
+        assert_eq!(raw.recv().unwrap()["result"]["value"], 50, "{}", raw.stderr());
+    }
+    done_tx.send(()).unwrap();
+    let most = sampler.join().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    assert!(most <= cores + 1, "{most} sync threads for {calls} computing calls on {cores} cores");
+}
+
 /// Voluntary context switches of every thread of process `pid` (Linux):
 /// how often its threads went to sleep.
 #[cfg(target_os = "linux")]

@@ -34,6 +34,8 @@ pub struct Sizes {
     pub callbacks: usize,
     /// Log records written from one call.
     pub logs: usize,
+    /// CPU-bound calls timed (1 ms of CPU time each, 64 in flight).
+    pub cpu_bound: usize,
     /// Spawns timed.
     pub spawns: usize,
     /// Soak: (calls, object cycles); zero skips it.
@@ -50,6 +52,7 @@ impl Sizes {
         churn: 5_000,
         callbacks: 20_000,
         logs: 20_000,
+        cpu_bound: 4_000,
         spawns: 100,
         soak: (0, 0),
     };
@@ -62,6 +65,7 @@ impl Sizes {
         churn: 200,
         callbacks: 500,
         logs: 500,
+        cpu_bound: 200,
         spawns: 2,
         soak: (0, 0),
     };
@@ -256,6 +260,13 @@ fn status_kib(pid: u32, field: &str) -> Option<f64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// How many threads of process `pid` are called `name` (Linux).
+fn threads_named(pid: u32, name: &str) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let names = tasks.filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok());
+    Some(names.filter(|comm| comm.trim_end() == name).count() as f64)
+}
+
 /// Measures the plugin at `path`.
 pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     let mut figures = Figures::default();
@@ -325,6 +336,16 @@ pub fn measure(path: &Path, sizes: Sizes) -> Figures {
     let log_total = driver.round_trip("function.call", &log_params).map(|d| d.as_secs_f64());
     let per_log = log_total.zip(plain).map(|(t, p)| ((t - p) / sizes.logs as f64).max(0.0));
     figures.push("log_record_us", "µs", per_log.map(|s| s * 1e6));
+
+    // 9. CPU-bound calls, 64 in flight, each computing for 1 ms of its
+    // thread's CPU time: against the cores' 1 000 calls/s each; and the
+    // plugin's threads for sync handlers afterwards (Linux: their names).
+    let compute = r#"{"name":"compute","args":[{"type":"int","value":1}]}"#;
+    // Only a plugin that has `compute` (the floor has not).
+    let computes = driver.round_trip("function.call", compute).is_some();
+    let cpu_bound = computes.then(|| pipelined(&mut driver, compute, sizes.cpu_bound, 64)).flatten();
+    figures.push("cpu_bound_calls_per_s", "calls/s", cpu_bound);
+    figures.push("cpu_bound_sync_threads", "threads", computes.then(|| threads_named(pid, "plugin-sync")).flatten());
 
     // 8. The same pipelined calls over a TCP connection (SDK plugins only:
     // the floor serves stdio alone).

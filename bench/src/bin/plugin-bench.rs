@@ -146,6 +146,14 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
         sdk.get("tcp_pipelined_calls_per_s").zip(sdk.get("pipelined_calls_per_s")).map(|(t, s)| t >= 0.8 * s),
     );
     check("TCP pipelined ≥ 0.8 × floor on TCP", ratio("tcp_pipelined_calls_per_s").map(|r| r >= 0.8));
+    // Real workloads (issue 29): handlers that compute use the cores and
+    // no more threads than cores.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    check(
+        "CPU-bound calls/s ≥ 0.9 × cores × 1000",
+        sdk.get("cpu_bound_calls_per_s").map(|r| r >= 0.9 * cores * 1000.0),
+    );
+    check("CPU-bound sync threads ≤ cores", sdk.get("cpu_bound_sync_threads").map(|t| t <= cores));
     if sdk.get("rss_growth_pct").is_some() {
         check("RSS growth over the soak ≤ 10%", sdk.get("rss_growth_pct").map(|g| g <= 10.0));
     }

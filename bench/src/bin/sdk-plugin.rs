@@ -27,6 +27,37 @@ fn log_burst(n: i64) -> i64 {
     n
 }
 
+/// Computes for `ms` milliseconds of its own thread's CPU time (wall time
+/// where no thread clock is at hand), then returns `ms`.
+#[plugin_fn]
+fn compute(ms: u64) -> u64 {
+    let budget = std::time::Duration::from_millis(ms);
+    let start = cpu_time();
+    let mut x = 0u64;
+    while cpu_time().saturating_sub(start) < budget {
+        for _ in 0..1_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    ms
+}
+
+/// This thread's CPU time (a monotonic clock elsewhere).
+fn cpu_time() -> std::time::Duration {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: reads this thread's CPU clock into a local.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    }
+    #[cfg(not(unix))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed()
+    }
+}
+
 /// A counter.
 #[plugin_class]
 struct Counter {
@@ -51,6 +82,7 @@ fn main() -> Result<(), ServeError> {
         .function::<greet>()
         .function::<ping_back>()
         .function::<log_burst>()
+        .function::<compute>()
         .class::<Counter>()
         .run()
 }

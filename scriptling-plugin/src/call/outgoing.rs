@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use crate::rpc::Failure;
-use crate::support::lock;
+use crate::support::{lock, timer};
 
 /// Why one of the plugin's own requests did not get a result.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,6 +142,15 @@ impl Outgoing {
         self.state().pending.remove(&id);
     }
 
+    /// Fails the request `id` with `error`, if it still waits (its answer,
+    /// if it comes, is then late).
+    fn expire(&self, id: u64, error: OutgoingError) {
+        let waiter = self.state().pending.remove(&id);
+        if let Some(waiter) = waiter {
+            waiter.deliver(id, Err(error));
+        }
+    }
+
     /// Allocates an id for `waiter`, unless the connection is closed.
     fn insert(&self, waiter: Waiter) -> Result<u64, OutgoingError> {
         let mut state = self.state();
@@ -213,14 +222,14 @@ impl Pending {
         }
     }
 
-    /// Awaits the answer, for at most `limit`.
+    /// Awaits the answer, for at most `limit`. The bound is kept by the
+    /// runtime's timer thread, not tokio's (the handler's runtime may have
+    /// no timers): at the deadline it fails the request as timed out.
     pub(crate) async fn wait(mut self, limit: Duration) -> Reply {
+        let (owner, id) = (Arc::clone(&self.owner), self.id);
+        let _deadline = timer::after(limit, move || owner.expire(id, OutgoingError::TimedOut(limit)));
         let Receiver::Async(rx) = &mut self.rx else { unreachable!("registered for an async wait") };
-        match tokio::time::timeout(limit, rx).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => Err(OutgoingError::Closed("the connection closed".into())),
-            Err(_) => Err(OutgoingError::TimedOut(limit)),
-        }
+        rx.await.unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
     }
 }
 

@@ -4,6 +4,7 @@
 //! lowest layer: it imports nothing from the crate.
 
 pub(crate) mod sync;
+pub(crate) mod timer;
 
 use std::any::Any;
 use std::collections::HashMap;

@@ -383,6 +383,81 @@ impl Drop for StopEvents {
 }
 
 // ---------------------------------------------------------------------------
+// A thread's CPU clock.
+
+/// How much CPU time a thread has used, readable from any thread while it
+/// lives.
+pub(crate) struct ThreadClock {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    clock: libc::clockid_t,
+    #[cfg(target_vendor = "apple")]
+    thread: libc::mach_port_t,
+}
+
+impl ThreadClock {
+    /// The calling thread's clock; `None` where the system offers none that
+    /// another thread can read.
+    pub(crate) fn of_this_thread() -> Option<ThreadClock> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let mut clock: libc::clockid_t = 0;
+            // SAFETY: asks for this thread's CPU clock id, into a local.
+            let found = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0;
+            found.then_some(ThreadClock { clock })
+        }
+        #[cfg(target_vendor = "apple")]
+        {
+            // SAFETY: this thread's Mach port, valid while the thread lives.
+            Some(ThreadClock { thread: unsafe { libc::pthread_mach_thread_np(libc::pthread_self()) } })
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
+        None
+    }
+
+    /// How finely [`used`](Self::used) moves (macOS counts microseconds).
+    pub(crate) fn resolution(&self) -> Duration {
+        Duration::from_micros(1)
+    }
+
+    /// The CPU time the thread has used so far (`None` once it has ended).
+    pub(crate) fn used(&self) -> Option<Duration> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: reads the clock into a local timespec.
+            if unsafe { libc::clock_gettime(self.clock, &mut now) } != 0 {
+                return None;
+            }
+            Some(Duration::new(u64::try_from(now.tv_sec).ok()?, u32::try_from(now.tv_nsec).ok()?))
+        }
+        #[cfg(target_vendor = "apple")]
+        {
+            // SAFETY: an all-zero thread_basic_info is valid; thread_info
+            // fills at most `count` integers of it.
+            unsafe {
+                let mut info: libc::thread_basic_info = std::mem::zeroed();
+                let mut count = libc::THREAD_BASIC_INFO_COUNT;
+                let got = libc::thread_info(
+                    self.thread,
+                    libc::THREAD_BASIC_INFO as libc::thread_flavor_t,
+                    (&raw mut info).cast(),
+                    &mut count,
+                );
+                if got != libc::KERN_SUCCESS {
+                    return None;
+                }
+                let micros = |t: libc::time_value_t| {
+                    u64::try_from(t.seconds).unwrap_or(0) * 1_000_000 + u64::try_from(t.microseconds).unwrap_or(0)
+                };
+                Some(Duration::from_micros(micros(info.user_time) + micros(info.system_time)))
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The process.
 
 /// Makes glibc serve allocations of 2 MiB and more with their own mappings,

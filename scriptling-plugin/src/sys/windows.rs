@@ -15,7 +15,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{
-    DUPLICATE_SAME_ACCESS, DuplicateHandle, ERROR_NOT_FOUND, GetLastError, HANDLE, INVALID_HANDLE_VALUE,
+    DUPLICATE_SAME_ACCESS, DuplicateHandle, ERROR_NOT_FOUND, FILETIME, GetLastError, HANDLE, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::Networking::WinSock::{
     POLLERR, POLLHUP, POLLNVAL, POLLRDNORM, SOCKET_ERROR, WSAGetLastError, WSAPOLLFD, WSAPoll,
@@ -26,7 +26,8 @@ use windows_sys::Win32::System::Console::{
 };
 use windows_sys::Win32::System::IO::CancelSynchronousIo;
 use windows_sys::Win32::System::Pipes::PeekNamedPipe;
-use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetCurrentThread};
+use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetCurrentThread, GetThreadTimes};
+use windows_sys::Win32::System::WindowsProgramming::QueryThreadCycleTime;
 use windows_sys::core::BOOL;
 
 use super::{Signal, Stop, stopped};
@@ -399,6 +400,59 @@ impl Drop for StopEvents {
         ENDED.1.notify_all();
         ACTIVE.store(false, Ordering::Release);
     }
+}
+
+// ---------------------------------------------------------------------------
+// A thread's CPU clock.
+
+/// How much a thread has computed, readable from any thread while it lives.
+pub(crate) struct ThreadClock {
+    thread: OwnedHandle,
+    /// Read as processor cycles (else as the thread's CPU times).
+    cycles: bool,
+}
+
+impl ThreadClock {
+    /// The calling thread's clock.
+    pub(crate) fn of_this_thread() -> Option<ThreadClock> {
+        let thread = current_thread().ok()?;
+        // A running thread has used cycles: a count of 0 is a system that
+        // does not keep it (Wine's is a stub).
+        let cycles = cycles(&thread).is_some_and(|n| n > 0);
+        Some(ThreadClock { thread, cycles })
+    }
+
+    /// How finely [`used`](Self::used) moves: exact for cycles; a clock
+    /// tick (~16 ms) for the CPU times.
+    pub(crate) fn resolution(&self) -> Duration {
+        if self.cycles { Duration::ZERO } else { Duration::from_millis(16) }
+    }
+
+    /// What the thread has computed so far. Preferably the processor cycles
+    /// it used, counted as a nanosecond each: exact, where the CPU times
+    /// move only at clock ticks (~16 ms), too coarse for the stall rule's
+    /// window; a cycle overstates a nanosecond on processors faster than
+    /// 1 GHz, which only makes a thread look busier.
+    pub(crate) fn used(&self) -> Option<Duration> {
+        if self.cycles {
+            return cycles(&self.thread).map(Duration::from_nanos);
+        }
+        let zero = FILETIME { dwLowDateTime: 0, dwHighDateTime: 0 };
+        let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+        // SAFETY: reads the thread's times into locals.
+        let ok = unsafe { GetThreadTimes(raw(&self.thread), &mut created, &mut exited, &mut kernel, &mut user) };
+        let ticks = |t: FILETIME| (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime);
+        // In units of 100 ns.
+        (ok != 0).then(|| Duration::from_nanos((ticks(kernel) + ticks(user)).saturating_mul(100)))
+    }
+}
+
+/// The processor cycles `thread` has used.
+fn cycles(thread: &OwnedHandle) -> Option<u64> {
+    let mut cycles = 0u64;
+    // SAFETY: reads the thread's cycle count into a local.
+    let ok = unsafe { QueryThreadCycleTime(raw(thread), &mut cycles) } != 0;
+    ok.then_some(cycles)
 }
 
 // ---------------------------------------------------------------------------

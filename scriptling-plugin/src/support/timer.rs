@@ -1,0 +1,167 @@
+//! [`after`]: deadlines for the runtime's own bounds (the sync pool's stall
+//! rule, how long an async handler waits for a callback, how long an answer
+//! waits for its log records' acknowledgements), kept on one thread of the
+//! process's (`plugin-timer`), so that none of them needs tokio's timer:
+//! `serve_stdio` serves on a runtime built without `enable_time` too.
+//!
+//! The thread sleeps until the earliest deadline (or for ever, with none),
+//! and is woken when an earlier one is set. An action runs on it when its
+//! deadline passes, unless its [`Deadline`] was dropped first; actions must
+//! be quick (they hand work on, they do not do it).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::support::{lock, panic_message};
+
+type Action = Box<dyn FnOnce() + Send>;
+
+struct Timer {
+    state: Mutex<State>,
+    /// The thread waits here for the earliest deadline or a new one.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Deadlines, earliest first; a cancelled one stays until it is due
+    /// and is then skipped.
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// The actions still to run, by id.
+    actions: HashMap<u64, Action>,
+    next: u64,
+    started: bool,
+}
+
+/// A pending deadline: dropping it cancels its action (a no-op once run).
+#[must_use = "dropping the deadline cancels it"]
+pub(crate) struct Deadline(u64);
+
+impl Deadline {
+    /// Lets the action run when due, whatever becomes of this handle.
+    pub(crate) fn detach(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        lock(&the_timer().state).actions.remove(&self.0);
+    }
+}
+
+fn the_timer() -> &'static Timer {
+    static TIMER: OnceLock<Timer> = OnceLock::new();
+    TIMER.get_or_init(|| Timer { state: Mutex::new(State::default()), changed: Condvar::new() })
+}
+
+/// Runs `action` on the timer's thread once `delay` has passed, unless the
+/// returned [`Deadline`] is dropped first. A delay too long to add to now
+/// never passes.
+pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> Deadline {
+    let timer = the_timer();
+    let mut state = lock(&timer.state);
+    state.next += 1;
+    let id = state.next;
+    if let Some(at) = Instant::now().checked_add(delay) {
+        let earliest = state.due.peek().is_none_or(|Reverse((first, _))| at < *first);
+        state.due.push(Reverse((at, id)));
+        state.actions.insert(id, Box::new(action));
+        if !state.started {
+            state.started = true;
+            let spawned = std::thread::Builder::new().name("plugin-timer".into()).spawn(|| the_timer().run());
+            if let Err(e) = spawned {
+                state.started = false;
+                eprintln!("scriptling-plugin: cannot start the timer thread: {e}; deadlines wait for the next one");
+            }
+        } else if earliest {
+            timer.changed.notify_one();
+        }
+    }
+    Deadline(id)
+}
+
+impl Timer {
+    fn run(&self) {
+        let mut state = lock(&self.state);
+        loop {
+            let now = Instant::now();
+            let mut ready = Vec::new();
+            while let Some(&Reverse((at, id))) = state.due.peek() {
+                if at > now {
+                    break;
+                }
+                state.due.pop();
+                ready.extend(state.actions.remove(&id));
+            }
+            if !ready.is_empty() {
+                drop(state);
+                for action in ready {
+                    // An action that panics must not take the thread with it.
+                    if let Err(p) = catch_unwind(AssertUnwindSafe(action)) {
+                        eprintln!("scriptling-plugin: a timer action panicked: {}", panic_message(&*p));
+                    }
+                }
+                state = lock(&self.state);
+                continue;
+            }
+            state = match state.due.peek() {
+                Some(&Reverse((at, _))) => {
+                    let left = at.saturating_duration_since(now);
+                    self.changed.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0
+                }
+                None => self.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
+            };
+        }
+    }
+}
+
+#[cfg(all(test, not(scriptling_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn actions_run_in_deadline_order_after_their_delay_unless_cancelled() {
+        let (tx, rx) = mpsc::channel();
+        let started = Instant::now();
+        let sender = |label: &'static str| {
+            let tx = tx.clone();
+            move || tx.send((label, started.elapsed())).unwrap()
+        };
+        let late = after(Duration::from_millis(60), sender("late"));
+        let early = after(Duration::from_millis(20), sender("early"));
+        let cancelled = after(Duration::from_millis(40), sender("cancelled"));
+        drop(cancelled);
+        let (first, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(first, "early");
+        assert!(at >= Duration::from_millis(20), "{at:?}");
+        let (second, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(second, "late");
+        assert!(at >= Duration::from_millis(60), "{at:?}");
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "the cancelled one never runs");
+        drop((early, late));
+    }
+
+    #[test]
+    fn an_earlier_deadline_set_while_the_thread_sleeps_wakes_it() {
+        let (tx, rx) = mpsc::channel();
+        let _far = after(Duration::from_secs(3600), || {});
+        std::thread::sleep(Duration::from_millis(10));
+        let started = Instant::now();
+        let _near = after(Duration::from_millis(5), move || tx.send(()).unwrap());
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_panicking_action_leaves_the_timer_running() {
+        let _boom = after(Duration::ZERO, || panic!("timer action"));
+        let (tx, rx) = mpsc::channel();
+        let _next = after(Duration::from_millis(5), move || tx.send(()).unwrap());
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+}
