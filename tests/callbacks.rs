@@ -293,9 +293,13 @@ fn log_records_carry_levels_fields_and_precede_the_response() {
     );
 }
 
+/// A callback that calls back into the object its caller holds waits at
+/// most `busy_object_timeout` (the wire cannot tell it from another script
+/// thread's call), then fails with a message that names both possibilities.
 #[test]
-fn reentering_an_exclusively_held_object_fails_at_once_instead_of_deadlocking() {
-    let host = Arc::new(Host::in_process(plugin()).unwrap());
+fn reentering_an_object_held_by_a_call_waiting_on_its_callback_fails_at_the_bound_naming_both() {
+    let bound = Duration::from_millis(200);
+    let host = Arc::new(Host::in_process(plugin().busy_object_timeout(bound)).unwrap());
     let obj = host.new_object("Box2", [Value::Int(1)]).unwrap();
     let weak = Arc::downgrade(&host);
     let id = obj.id.clone();
@@ -309,11 +313,15 @@ fn reentering_an_exclusively_held_object_fails_at_once_instead_of_deadlocking() 
     });
     let started = Instant::now();
     let err = host.call_method(&obj.id, "mutate_with", [cb("cb-read")]).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    let took = started.elapsed();
+    assert!(took >= bound && took < Duration::from_secs(3), "took {took:?}");
     assert_eq!(
         err.message(),
         format!(
-            "Box2.get(): Box2 object {} is in use by a call that is waiting on a callback; calling back into the same object from that callback is not supported",
+            "Box2.get(): Box2 object {} is held by a call that has been waiting on a callback for 200ms, the most a \
+             call waits for it (Plugin::busy_object_timeout): either this call came from that callback (a callback \
+             cannot use the object its caller holds: make both methods take &self, or call back before taking the \
+             object), or the callback runs longer than that",
             obj.id
         )
     );
@@ -324,6 +332,38 @@ fn reentering_an_exclusively_held_object_fails_at_once_instead_of_deadlocking() 
     assert!(err.message().starts_with("Box2.set(): Box2 object"), "{err}");
     // The object is usable afterwards.
     assert_eq!(host.call_method(&obj.id, "get", []).unwrap(), Value::Int(2));
+}
+
+/// While a call holds an object and waits on its callback, a call from
+/// another script thread that needs the object waits its turn, and is
+/// served when the first returns.
+#[test]
+fn a_concurrent_caller_waits_for_a_call_waiting_on_its_callback_and_is_served() {
+    let host = Arc::new(Host::in_process(plugin()).unwrap());
+    let obj = host.new_object("Box2", [Value::Int(1)]).unwrap();
+    let (arrived_tx, arrived) = std::sync::mpsc::channel();
+    let (release_tx, release) = std::sync::mpsc::channel::<()>();
+    let (arrived_tx, release) = (Mutex::new(arrived_tx), Mutex::new(release));
+    host.on_callback(move |_, _, _| {
+        arrived_tx.lock().unwrap().send(()).unwrap();
+        release.lock().unwrap().recv_timeout(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        Ok(Value::Null)
+    });
+    let visit = {
+        let (host, id) = (Arc::clone(&host), obj.id.clone());
+        std::thread::spawn(move || host.call_method(&id, "mutate_with", [cb("cb-hold")]))
+    };
+    arrived.recv_timeout(Duration::from_secs(5)).expect("visit waits on its callback");
+    let bump = {
+        let (host, id) = (Arc::clone(&host), obj.id.clone());
+        std::thread::spawn(move || host.call_method(&id, "set", [Value::Int(7)]))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!bump.is_finished(), "the second caller waits its turn");
+    release_tx.send(()).unwrap();
+    assert_eq!(visit.join().unwrap().unwrap(), Value::Null);
+    assert_eq!(bump.join().unwrap().unwrap(), Value::Null);
+    assert_eq!(host.call_method(&obj.id, "get", []).unwrap(), Value::Int(7));
 }
 
 /// A callback handler that tells `arrived` it was called, then never

@@ -38,6 +38,19 @@ pub(crate) struct Waits {
     pub(crate) callback: Duration,
     /// For a call's log records to be acknowledged before its answer.
     pub(crate) log_ack: Duration,
+    /// For an object held by a call that waits on the host.
+    pub(crate) busy_object: Duration,
+}
+
+impl Default for Waits {
+    /// `Plugin`'s defaults (its setters document them).
+    fn default() -> Self {
+        Waits {
+            callback: Duration::from_secs(60),
+            log_ack: Duration::from_secs(5),
+            busy_object: Duration::from_secs(5),
+        }
+    }
 }
 
 /// What the calls of one session may reach.
@@ -73,7 +86,7 @@ impl Link {
     /// runtime if there is one.
     #[cfg(all(test, not(scriptling_loom)))]
     pub(crate) fn detached() -> Self {
-        let waits = Waits { callback: Duration::from_secs(60), log_ack: Duration::from_secs(5) };
+        let waits = Waits::default();
         Self {
             library: "lib".into(),
             objects: ObjectTable::sequential(),

@@ -268,7 +268,7 @@ mod tests {
         let frames = Arc::new(Frames::default());
         let outgoing = Outgoing::new();
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: frames.clone() };
-        let waits = Waits { callback: Duration::from_secs(60), log_ack: bound };
+        let waits = Waits { log_ack: bound, ..Waits::default() };
         let link = Link::to_host(host, rt.handle().clone(), waits);
         (CallState::new("f".into()), Arc::new(link), frames, outgoing, rt)
     }

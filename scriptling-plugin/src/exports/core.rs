@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::call::link::Waits;
 use crate::exports::class::ClassEntry;
 use crate::exports::function::Function;
 use crate::support::NameMap;
@@ -16,6 +17,7 @@ pub(crate) struct Options {
     pub(crate) shutdown_grace: Duration,
     pub(crate) log_ack_timeout: Duration,
     pub(crate) callback_timeout: Duration,
+    pub(crate) busy_object_timeout: Duration,
     pub(crate) max_sync_threads: usize,
     pub(crate) input_spin: Duration,
     pub(crate) panic_backtraces: bool,
@@ -25,17 +27,26 @@ pub(crate) struct Options {
 
 impl Default for Options {
     fn default() -> Self {
+        let waits = Waits::default();
         Self {
             max_frame_bytes: 64 * 1024 * 1024,
             max_batch_len: 100_000,
             shutdown_grace: Duration::from_secs(5),
-            log_ack_timeout: Duration::from_secs(5),
-            callback_timeout: Duration::from_secs(60),
+            log_ack_timeout: waits.log_ack,
+            callback_timeout: waits.callback,
+            busy_object_timeout: waits.busy_object,
             max_sync_threads: 512,
             input_spin: Duration::from_micros(50),
             panic_backtraces: false,
             own_args: false,
         }
+    }
+}
+
+impl Options {
+    /// How long the calls of a session wait for the host, and for objects.
+    pub(crate) fn waits(&self) -> Waits {
+        Waits { callback: self.callback_timeout, log_ack: self.log_ack_timeout, busy_object: self.busy_object_timeout }
     }
 }
 

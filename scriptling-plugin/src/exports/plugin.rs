@@ -213,6 +213,29 @@ impl Plugin {
         self
     }
 
+    /// How long a call waits for an object held by another call that is
+    /// waiting on a callback (default 5 s).
+    ///
+    /// Calls share an object for reading and take it alone for writing, in
+    /// the order they asked. While the holder waits for the host to answer
+    /// a callback, a call that needs the object waits its turn, but only
+    /// this long: the wire cannot tell a call from another script thread
+    /// (which the holder's return will serve) from a call the callback
+    /// itself made (which would wait for ever on the call it came from).
+    /// Past the bound the call fails, with a message that names both.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scriptling_plugin::Plugin;
+    ///
+    /// let plugin = Plugin::new("shared", "1.0.0", "").busy_object_timeout(Duration::from_secs(30));
+    /// # drop(plugin);
+    /// ```
+    pub fn busy_object_timeout(mut self, limit: Duration) -> Self {
+        self.options.busy_object_timeout = limit;
+        self
+    }
+
     /// The most threads sync handlers may occupy at once (default 512).
     ///
     /// A sync handler waiting on a host callback keeps its thread but not

@@ -112,16 +112,16 @@ impl<T: PluginClass> Object<T> {
     }
 
     fn acquire_blocking(&self, mode: Mode) -> Result<Holder<T>, CallError> {
-        let call = context::with_current(|scope| scope.map(|s| Arc::clone(&s.call)));
-        match self.cell.lock.acquire_blocking(mode, call.as_ref()) {
+        let (call, bound) = current_call();
+        match self.cell.lock.acquire_blocking(mode, call.as_ref(), bound) {
             Ok(()) => Ok(self.holder(mode, call)),
             Err(refusal) => Err(self.refused(refusal)),
         }
     }
 
     async fn acquire_async(&self, mode: Mode) -> Result<Holder<T>, CallError> {
-        let call = context::with_current(|scope| scope.map(|s| Arc::clone(&s.call)));
-        match self.cell.lock.acquire(mode, call.as_ref()).await {
+        let (call, bound) = current_call();
+        match self.cell.lock.acquire(mode, call.as_ref(), bound).await {
             Ok(()) => Ok(self.holder(mode, call)),
             Err(refusal) => Err(self.refused(refusal)),
         }
@@ -147,12 +147,24 @@ impl<T: PluginClass> Object<T> {
             Refusal::Reentrant { held: Mode::Shared, .. } => format!(
                 "{object} is already borrowed by this call, so it cannot be borrowed mutably until that borrow ends"
             ),
-            Refusal::HolderWaitsOnHost => format!(
-                "{object} is in use by a call that is waiting on a callback; calling back into the same object \
-                 from that callback is not supported"
+            Refusal::HolderWaitsOnHost { waited } => format!(
+                "{object} is held by a call that has been waiting on a callback for {waited:?}, the most a call \
+                 waits for it (Plugin::busy_object_timeout): either this call came from that callback (a \
+                 callback cannot use the object its caller holds: make both methods take &self, or call \
+                 back before taking the object), or the callback runs longer than that"
             ),
         })
     }
+}
+
+/// The call running on this thread, and how long it waits for an object
+/// held by a call waiting on the host (its session's bound; the default
+/// outside a call).
+fn current_call() -> (Option<Arc<CallState>>, std::time::Duration) {
+    context::with_current(|scope| match scope {
+        Some(scope) => (Some(Arc::clone(&scope.call)), scope.link.waits.busy_object),
+        None => (None, crate::call::link::Waits::default().busy_object),
+    })
 }
 
 /// A borrow granted: gives it back when dropped.

@@ -13,22 +13,27 @@
 //!   is first. So a waiting writer is served once the readers ahead of it
 //!   are done, however many readers keep arriving, and no reader waits
 //!   behind a stream of writers for longer than their turns.
-//! - **Never wait on the host.** If the borrow cannot go now and a holder
-//!   is waiting for the host to answer a callback (which may be the very
-//!   script now asking), it is refused at once instead of waiting forever.
-//!   Waiters re-decide whenever a holder starts waiting on the host.
+//! - **A wait on the host is bounded.** If the borrow cannot go now and a
+//!   holder is waiting for the host to answer a callback, the borrow waits
+//!   (in its place) for at most a bound: the holder may be a call of
+//!   another script thread, which will return, or the very call whose
+//!   callback now asks (the wire cannot tell them apart), which would wait
+//!   for ever. Past the bound it is refused, saying both. Waiters re-decide
+//!   whenever a holder starts or stops waiting on the host.
 //! - **Every wait has an event.** Waiters are woken by releases, by
-//!   waiters leaving, and by holders starting to wait on the host; never by
-//!   a timer.
+//!   waiters leaving, and by holders starting to wait on the host; the one
+//!   timer is the bound above.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use crate::call::context::{CallState, HostWaitListener};
-use crate::support::sync::{Condvar, Mutex, lock, wait};
+use crate::support::sync::{Condvar, Mutex, lock, wait, wait_for};
+use crate::support::timer;
 
 /// How an object is borrowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +50,9 @@ pub(crate) enum Refusal {
     /// The call holds the object already (`held`) and asked for it again
     /// in a conflicting way.
     Reentrant { held: Mode, wanted: Mode },
-    /// A holder is waiting on the host, which may be waiting on this call.
-    HolderWaitsOnHost,
+    /// A holder waited on the host for all of `waited`: it may be waiting
+    /// on this very call (its callback asked), or its callback runs long.
+    HolderWaitsOnHost { waited: Duration },
 }
 
 /// One borrow held.
@@ -71,14 +77,21 @@ struct Access {
     /// Blocking waiters (a condvar signal is a system call even with nobody
     /// waiting, so it is sent only to someone).
     blocked: usize,
+    /// Waits decided with a holder on the host (for the model checks).
+    #[cfg(all(test, scriptling_loom))]
+    on_host_seen: usize,
 }
 
 /// What a borrow may do now.
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
     Granted,
-    /// Wait, with this place in the queue.
-    Wait(u64),
+    /// Wait, with this place in the queue; `on_host`: a holder waits on
+    /// the host (the wait is then bounded).
+    Wait {
+        ticket: u64,
+        on_host: bool,
+    },
     Refused(Refusal),
 }
 
@@ -110,16 +123,18 @@ impl Access {
             self.grant(mode, call);
             return Decision::Granted;
         }
-        if self.holders.iter().any(|h| h.call.as_ref().is_some_and(|c| c.is_waiting_on_host())) {
-            self.leave(ticket);
-            return Decision::Refused(Refusal::HolderWaitsOnHost);
-        }
-        Decision::Wait(ticket.unwrap_or_else(|| {
+        let on_host = self.holders.iter().any(|h| h.call.as_ref().is_some_and(|c| c.is_waiting_on_host()));
+        let ticket = ticket.unwrap_or_else(|| {
             let ticket = self.next_ticket;
             self.next_ticket += 1;
             self.queue.push_back((ticket, mode));
             ticket
-        }))
+        });
+        #[cfg(all(test, scriptling_loom))]
+        if on_host {
+            self.on_host_seen += 1;
+        }
+        Decision::Wait { ticket, on_host }
     }
 
     /// The strongest way `call` holds the object, if it does.
@@ -169,33 +184,82 @@ pub(crate) struct ObjectLock {
     changed: Condvar,
 }
 
+/// How long a waiter has waited while a holder waits on the host.
+#[derive(Default)]
+struct OnHostClock {
+    since: Option<Instant>,
+}
+
+impl OnHostClock {
+    /// Notes what a `Wait` decision said; returns how much of `bound` is
+    /// left while a holder waits on the host (`None`: no holder does, the
+    /// wait is unbounded), or the refusal once it has all passed.
+    fn left(&mut self, on_host: bool, bound: Duration) -> Result<Option<Duration>, Refusal> {
+        if !on_host {
+            self.since = None;
+            return Ok(None);
+        }
+        let waited = self.since.get_or_insert_with(Instant::now).elapsed();
+        match bound.checked_sub(waited) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => Err(Refusal::HolderWaitsOnHost { waited: bound }),
+        }
+    }
+}
+
 impl ObjectLock {
     /// Borrows the object, blocking while it must wait (sync handlers run
-    /// on the SDK's own threads, where blocking is fine).
-    pub(crate) fn acquire_blocking(&self, mode: Mode, call: Option<&Arc<CallState>>) -> Result<(), Refusal> {
+    /// on the SDK's own threads, where blocking is fine); while a holder
+    /// waits on the host, for at most `bound`.
+    pub(crate) fn acquire_blocking(
+        &self,
+        mode: Mode,
+        call: Option<&Arc<CallState>>,
+        bound: Duration,
+    ) -> Result<(), Refusal> {
         let mut access = lock(&self.access);
         let mut ticket = None;
+        let mut clock = OnHostClock::default();
         loop {
-            match access.decide(mode, call, ticket) {
+            let refusal = match access.decide(mode, call, ticket) {
                 Decision::Granted => return Ok(()),
-                Decision::Refused(refusal) => {
-                    drop(access);
-                    self.changed_now();
-                    return Err(refusal);
-                }
-                Decision::Wait(t) => {
-                    ticket = Some(t);
-                    access.blocked += 1;
-                    access = wait(&self.changed, access);
-                    access.blocked -= 1;
-                }
-            }
+                Decision::Refused(refusal) => refusal,
+                Decision::Wait { ticket: t, on_host } => match clock.left(on_host, bound) {
+                    Ok(left) => {
+                        ticket = Some(t);
+                        access.blocked += 1;
+                        access = match left {
+                            Some(left) => wait_for(&self.changed, access, left),
+                            None => wait(&self.changed, access),
+                        };
+                        access.blocked -= 1;
+                        continue;
+                    }
+                    Err(refusal) => {
+                        access.leave(Some(t));
+                        refusal
+                    }
+                },
+            };
+            drop(access);
+            self.changed_now();
+            return Err(refusal);
         }
     }
 
-    /// Borrows the object from async code.
-    pub(crate) fn acquire<'a>(&'a self, mode: Mode, call: Option<&'a Arc<CallState>>) -> Acquire<'a> {
-        Acquire { lock: self, mode, call, ticket: None, done: false }
+    /// Borrows the object from async code; while a holder waits on the
+    /// host, for at most `bound`.
+    pub(crate) fn acquire<'a>(&'a self, mode: Mode, call: Option<&'a Arc<CallState>>, bound: Duration) -> Acquire<'a> {
+        Acquire {
+            lock: self,
+            mode,
+            call,
+            bound,
+            ticket: None,
+            clock: OnHostClock::default(),
+            deadline: None,
+            done: false,
+        }
     }
 
     /// Gives a borrow back.
@@ -231,7 +295,11 @@ pub(crate) struct Acquire<'a> {
     lock: &'a ObjectLock,
     mode: Mode,
     call: Option<&'a Arc<CallState>>,
+    bound: Duration,
     ticket: Option<u64>,
+    clock: OnHostClock,
+    /// Wakes the task when the bound passes (the timer thread's).
+    deadline: Option<timer::Deadline>,
     done: bool,
 }
 
@@ -245,20 +313,31 @@ impl Future for Acquire<'_> {
         let outcome = match decision {
             Decision::Granted => Ok(()),
             Decision::Refused(refusal) => Err(refusal),
-            Decision::Wait(ticket) => {
-                this.ticket = Some(ticket);
-                // Registered under the same lock as the decision: a change
-                // after it wakes this waker.
-                match access.wakers.iter_mut().find(|(t, _)| *t == ticket) {
-                    Some((_, waker)) => waker.clone_from(cx.waker()),
-                    None => access.wakers.push((ticket, cx.waker().clone())),
+            Decision::Wait { ticket, on_host } => match this.clock.left(on_host, this.bound) {
+                Ok(left) => {
+                    this.ticket = Some(ticket);
+                    // Registered under the same lock as the decision: a
+                    // change after it wakes this waker.
+                    match access.wakers.iter_mut().find(|(t, _)| *t == ticket) {
+                        Some((_, waker)) => waker.clone_from(cx.waker()),
+                        None => access.wakers.push((ticket, cx.waker().clone())),
+                    }
+                    this.deadline = left.map(|left| {
+                        let waker = cx.waker().clone();
+                        timer::after(left, move || waker.wake())
+                    });
+                    return Poll::Pending;
                 }
-                return Poll::Pending;
-            }
+                Err(refusal) => {
+                    access.leave(Some(ticket));
+                    Err(refusal)
+                }
+            },
         };
         drop(access);
         this.done = true;
         this.ticket = None;
+        this.deadline = None;
         if outcome.is_err() {
             this.lock.changed_now();
         }
@@ -274,6 +353,10 @@ impl Drop for Acquire<'_> {
         }
     }
 }
+
+/// A bound no test reaches.
+#[cfg(test)]
+const FOR_EVER: Duration = Duration::from_secs(3600);
 
 #[cfg(all(test, not(scriptling_loom)))]
 mod tests {
@@ -298,7 +381,7 @@ mod tests {
         assert_eq!(access.decide(Mode::Exclusive, Some(&a), None), Decision::Refused(refused));
         // A writer queues; the holder's second shared borrow still goes.
         let w = call("w");
-        assert_eq!(access.decide(Mode::Exclusive, Some(&w), None), Decision::Wait(0));
+        assert_eq!(access.decide(Mode::Exclusive, Some(&w), None), Decision::Wait { ticket: 0, on_host: false });
         assert_eq!(access.decide(Mode::Shared, Some(&a), None), Decision::Granted);
         assert_eq!(access.readers, 2);
     }
@@ -308,13 +391,13 @@ mod tests {
         let mut access = Access::default();
         let (r1, w, r2, r3) = (call("r1"), call("w"), call("r2"), call("r3"));
         assert_eq!(access.decide(Mode::Shared, Some(&r1), None), Decision::Granted);
-        let Decision::Wait(tw) = access.decide(Mode::Exclusive, Some(&w), None) else { panic!() };
+        let Decision::Wait { ticket: tw, .. } = access.decide(Mode::Exclusive, Some(&w), None) else { panic!() };
         // A reader arriving after the writer waits behind it.
-        let Decision::Wait(t2) = access.decide(Mode::Shared, Some(&r2), None) else { panic!() };
+        let Decision::Wait { ticket: t2, .. } = access.decide(Mode::Shared, Some(&r2), None) else { panic!() };
         access.release(Mode::Shared, Some(&r1));
-        assert_eq!(access.decide(Mode::Shared, Some(&r2), Some(t2)), Decision::Wait(t2));
+        assert_eq!(access.decide(Mode::Shared, Some(&r2), Some(t2)), Decision::Wait { ticket: t2, on_host: false });
         assert_eq!(access.decide(Mode::Exclusive, Some(&w), Some(tw)), Decision::Granted);
-        let Decision::Wait(t3) = access.decide(Mode::Shared, Some(&r3), None) else { panic!() };
+        let Decision::Wait { ticket: t3, .. } = access.decide(Mode::Shared, Some(&r3), None) else { panic!() };
         access.release(Mode::Exclusive, Some(&w));
         // Both readers that waited go together.
         assert_eq!(access.decide(Mode::Shared, Some(&r3), Some(t3)), Decision::Granted);
@@ -323,30 +406,74 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_waiting_on_the_host_makes_waiting_borrows_fail_at_once() {
+    fn a_holder_waiting_on_the_host_makes_the_wait_bounded() {
         let mut access = Access::default();
         let (holder, other) = (call("holder"), call("other"));
         assert_eq!(access.decide(Mode::Exclusive, Some(&holder), None), Decision::Granted);
-        let Decision::Wait(t) = access.decide(Mode::Shared, Some(&other), None) else { panic!() };
+        let Decision::Wait { ticket: t, on_host: false } = access.decide(Mode::Shared, Some(&other), None) else {
+            panic!()
+        };
         let waiting = holder.wait_on_host();
-        let refused = Decision::Refused(Refusal::HolderWaitsOnHost);
-        assert_eq!(access.decide(Mode::Shared, Some(&other), Some(t)), refused);
-        assert!(access.queue.is_empty(), "a refused borrow leaves the queue");
+        assert_eq!(access.decide(Mode::Shared, Some(&other), Some(t)), Decision::Wait { ticket: t, on_host: true });
         drop(waiting);
-        assert!(matches!(access.decide(Mode::Shared, Some(&other), None), Decision::Wait(_)));
+        assert_eq!(access.decide(Mode::Shared, Some(&other), Some(t)), Decision::Wait { ticket: t, on_host: false });
+    }
+
+    /// A second caller behind a call that waits on its callback waits for
+    /// it to return, as long as the bound allows; a nested caller (one the
+    /// callback made, which would wait for ever) is refused at the bound.
+    #[test]
+    fn a_caller_behind_a_holder_waiting_on_the_host_waits_then_is_served_or_refused_at_the_bound() {
+        let lock = Arc::new(ObjectLock::default());
+        let holder = call("visit");
+        lock.acquire_blocking(Mode::Exclusive, Some(&holder), Duration::from_secs(5)).unwrap();
+        let listener: Arc<dyn HostWaitListener> = lock.clone();
+        holder.listen(Arc::clone(&listener));
+        let waiting = holder.wait_on_host();
+        // Nested (or simply too patient for the bound): refused at 50 ms.
+        let started = Instant::now();
+        let nested = lock.acquire_blocking(Mode::Exclusive, Some(&call("bump")), Duration::from_millis(50));
+        assert_eq!(nested, Err(Refusal::HolderWaitsOnHost { waited: Duration::from_millis(50) }));
+        assert!(started.elapsed() >= Duration::from_millis(50), "{:?}", started.elapsed());
+        // Concurrent: served once the holder's callback returns and it ends.
+        let concurrent = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || {
+                lock.acquire_blocking(Mode::Exclusive, Some(&call("bump")), Duration::from_secs(5))
+            })
+        };
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!concurrent.is_finished(), "waits while the holder waits on the host");
+        drop(waiting);
+        holder.unlisten(&listener);
+        lock.release(Mode::Exclusive, Some(&holder));
+        assert_eq!(concurrent.join().unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn an_async_caller_behind_a_holder_waiting_on_the_host_is_refused_at_the_bound() {
+        let lock = Arc::new(ObjectLock::default());
+        let holder = call("visit");
+        lock.acquire_blocking(Mode::Exclusive, Some(&holder), Duration::from_secs(5)).unwrap();
+        let _waiting = holder.wait_on_host();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let bump = call("bump");
+        let got = runtime.block_on(lock.acquire(Mode::Shared, Some(&bump), Duration::from_millis(30)));
+        assert_eq!(got, Err(Refusal::HolderWaitsOnHost { waited: Duration::from_millis(30) }));
+        assert_eq!(lock_queue_len(&lock), 0, "a refused borrow leaves the queue");
     }
 
     #[test]
     fn an_async_waiter_is_woken_by_the_release_and_gives_up_its_place_when_dropped() {
         let lock = ObjectLock::default();
         let (a, b, c) = (call("a"), call("b"), call("c"));
-        lock.acquire_blocking(Mode::Exclusive, Some(&a)).unwrap();
+        lock.acquire_blocking(Mode::Exclusive, Some(&a), FOR_EVER).unwrap();
         let woken = Arc::new(Woken::default());
         let waker = Waker::from(Arc::clone(&woken));
         let mut cx = Context::from_waker(&waker);
-        let mut writer = lock.acquire(Mode::Exclusive, Some(&b));
+        let mut writer = lock.acquire(Mode::Exclusive, Some(&b), FOR_EVER);
         assert!(Pin::new(&mut writer).poll(&mut cx).is_pending());
-        let mut reader = lock.acquire(Mode::Shared, Some(&c));
+        let mut reader = lock.acquire(Mode::Shared, Some(&c), FOR_EVER);
         assert!(Pin::new(&mut reader).poll(&mut cx).is_pending());
         assert_eq!(lock_queue_len(&lock), 2);
         // Polled again, a waiter keeps one waker, not one per poll.
@@ -395,7 +522,7 @@ mod model {
             let inside = Arc::new(AtomicUsize::new(0));
             let borrow = |lock: &ObjectLock, inside: &AtomicUsize, mode: Mode| {
                 let call = CallState::new("c".into());
-                lock.acquire_blocking(mode, Some(&call)).unwrap();
+                lock.acquire_blocking(mode, Some(&call), FOR_EVER).unwrap();
                 let flag = if mode == Mode::Exclusive { 100 } else { 1 };
                 let before = inside.fetch_add(flag, Ordering::SeqCst);
                 assert!(if mode == Mode::Exclusive { before == 0 } else { before < 100 });
@@ -426,34 +553,35 @@ mod model {
                 let lock = Arc::clone(&lock);
                 thread::spawn(move || {
                     let call = CallState::new("other".into());
-                    lock.acquire_blocking(Mode::Shared, Some(&call)).unwrap();
+                    lock.acquire_blocking(Mode::Shared, Some(&call), FOR_EVER).unwrap();
                     lock.release(Mode::Shared, Some(&call));
                 })
             };
             let call = CallState::new("self".into());
-            lock.acquire_blocking(Mode::Exclusive, Some(&call)).unwrap();
-            let again = lock.acquire_blocking(Mode::Shared, Some(&call));
+            lock.acquire_blocking(Mode::Exclusive, Some(&call), FOR_EVER).unwrap();
+            let again = lock.acquire_blocking(Mode::Shared, Some(&call), FOR_EVER);
             assert_eq!(again, Err(Refusal::Reentrant { held: Mode::Exclusive, wanted: Mode::Shared }));
             lock.release(Mode::Exclusive, Some(&call));
             other.join().unwrap();
         });
     }
 
-    /// A waiter behind a holder that starts waiting on the host is told at
-    /// once (refused), or got in before: it never waits for ever.
+    /// A waiter behind a holder that starts waiting on the host is told
+    /// (it decides again, and its wait becomes bounded), and is served once
+    /// the holder's callback returns and the holder ends.
     #[test]
-    fn a_holder_waiting_on_the_host_never_leaves_a_waiter_hanging() {
+    fn a_waiter_behind_a_holder_waiting_on_the_host_is_told_and_then_served() {
         crate::support::sync::model(|| {
             let lock = Arc::new(ObjectLock::default());
             let holder = CallState::new("holder".into());
-            lock.acquire_blocking(Mode::Exclusive, Some(&holder)).unwrap();
+            lock.acquire_blocking(Mode::Exclusive, Some(&holder), FOR_EVER).unwrap();
             let listener: Arc<dyn HostWaitListener> = lock.clone();
             holder.listen(Arc::clone(&listener));
             let waiter = {
                 let lock = Arc::clone(&lock);
                 thread::spawn(move || {
                     let call = CallState::new("waiter".into());
-                    let got = lock.acquire_blocking(Mode::Shared, Some(&call));
+                    let got = lock.acquire_blocking(Mode::Shared, Some(&call), FOR_EVER);
                     if got.is_ok() {
                         lock.release(Mode::Shared, Some(&call));
                     }
@@ -461,25 +589,27 @@ mod model {
                 })
             };
             let waiting = holder.wait_on_host();
-            // The host "answers" only after the waiter has its outcome.
-            let got = waiter.join().unwrap();
-            assert_eq!(got, Err(Refusal::HolderWaitsOnHost));
+            // The host answers only once the waiter has seen the wait (a
+            // waiter never told would wait unbounded: this spins for ever).
+            while lock_on_host_seen(&lock) == 0 {
+                thread::yield_now();
+            }
             drop(waiting);
+            holder.unlisten(&listener);
             lock.release(Mode::Exclusive, Some(&holder));
+            assert_eq!(waiter.join().unwrap(), Ok(()));
         });
     }
 
     /// The call may begin waiting on the host (another task of an async
     /// call awaits a callback) between being granted the object and
     /// registering as its holder: a waiter that queued in that gap is still
-    /// told, never left hanging.
+    /// told, never left waiting unbounded.
     #[test]
     fn a_wait_on_the_host_begun_before_the_holder_registers_is_seen() {
         crate::support::sync::model(|| {
             let lock = Arc::new(ObjectLock::default());
             let holder = CallState::new("holder".into());
-            // Its wait lasts until the end: the host answers only once the
-            // waiter has its outcome.
             let other_task = {
                 let holder = Arc::clone(&holder);
                 thread::spawn(move || holder.wait_on_host())
@@ -488,18 +618,32 @@ mod model {
                 let lock = Arc::clone(&lock);
                 thread::spawn(move || {
                     let call = CallState::new("waiter".into());
-                    if lock.acquire_blocking(Mode::Shared, Some(&call)).is_ok() {
+                    if lock.acquire_blocking(Mode::Shared, Some(&call), FOR_EVER).is_ok() {
                         lock.release(Mode::Shared, Some(&call));
                     }
                 })
             };
-            lock.acquire_blocking(Mode::Exclusive, Some(&holder)).unwrap();
+            lock.acquire_blocking(Mode::Exclusive, Some(&holder), FOR_EVER).unwrap();
             let listener: Arc<dyn HostWaitListener> = lock.clone();
             holder.listen(Arc::clone(&listener));
-            waiter.join().unwrap();
-            drop(other_task.join().unwrap());
+            // The other task's wait lasts until the waiter, if it is still
+            // waiting, has seen it.
+            let waiting = other_task.join().unwrap();
+            while lock_waiting(&lock) && lock_on_host_seen(&lock) == 0 {
+                thread::yield_now();
+            }
+            drop(waiting);
             holder.unlisten(&listener);
             lock.release(Mode::Exclusive, Some(&holder));
+            waiter.join().unwrap();
         });
+    }
+
+    fn lock_on_host_seen(lock: &ObjectLock) -> usize {
+        crate::support::sync::lock(&lock.access).on_host_seen
+    }
+
+    fn lock_waiting(lock: &ObjectLock) -> bool {
+        !crate::support::sync::lock(&lock.access).queue.is_empty()
     }
 }

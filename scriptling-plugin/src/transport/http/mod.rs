@@ -61,7 +61,7 @@ pub use config::HttpConfig;
 pub(crate) use config::parse_addr;
 pub use service::CLIENT_HEADER;
 
-use crate::call::link::{Link, Waits};
+use crate::call::link::Link;
 use crate::call::objects::{Limit, ObjectTable};
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
@@ -114,7 +114,7 @@ pub(crate) async fn serve(
     let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
     let limit = Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects" };
     let objects = ObjectTable::generated(random_id, Some(limit));
-    let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
+    let waits = core.options.waits();
     // HTTP cannot carry the plugin's own requests: no host channel.
     let options = &core.options;
     let pool = Pool::for_options(runtime.clone(), options);

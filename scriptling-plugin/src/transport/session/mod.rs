@@ -35,7 +35,7 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::call::link::{HostChannel, Link, Waits};
+use crate::call::link::{HostChannel, Link};
 use crate::call::outgoing::Outgoing;
 use crate::exports::core::Core;
 use crate::exports::error::ServeError;
@@ -120,7 +120,7 @@ impl Session {
         }
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: Arc::new(Arc::clone(&writer)) };
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
-        let waits = Waits { callback: core.options.callback_timeout, log_ack: core.options.log_ack_timeout };
+        let waits = core.options.waits();
         let link = Link::new(Arc::clone(&core.library), objects, classes, Some(host), runtime, waits);
         let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
         let quiet = setup::quiet_limits(gate.clone(), idle, Arc::clone(&dispatcher), Instant::now());
