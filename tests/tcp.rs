@@ -428,6 +428,32 @@ fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A variable exported to try the TCP transport must not take the plugins
+/// a host starts away from it: with stdin a pipe (as a host makes it) the
+/// plugin serves stdio and says the variable was ignored; with stdin not a
+/// pipe (a terminal, a container, a service manager) the variable applies.
+#[test]
+fn an_exported_listen_variable_never_takes_a_plugin_away_from_its_host() {
+    let mut hosted = Command::new(scriptling_plugin::testing::example_path("hello"));
+    hosted.env("SCRIPTLING_PLUGIN_LISTEN", "tcp://127.0.0.1:0");
+    let host = Host::spawn(hosted).unwrap();
+    host.set_timeout(WAIT);
+    host.handshake().expect("served over stdio");
+    host.wait_for_stderr("SCRIPTLING_PLUGIN_LISTEN=tcp://127.0.0.1:0 is ignored: stdin is a pipe", WAIT).unwrap();
+    host.shutdown().unwrap();
+    assert_eq!(host.wait(WAIT).unwrap().unwrap().code(), Some(0));
+
+    let mut alone = Command::new(scriptling_plugin::testing::example_path("hello"));
+    alone.env("SCRIPTLING_PLUGIN_LISTEN", "tcp://127.0.0.1:0").stdin(std::process::Stdio::null());
+    let mut child = alone.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("listening at tcp://127.0.0.1:"), "{line}");
+}
+
 #[test]
 fn the_protocol_pages_tcp_session_gives_the_answers_it_shows() {
     let doc = include_str!("../PROTOCOL.md");

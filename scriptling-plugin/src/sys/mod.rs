@@ -11,6 +11,7 @@
 //! | stop events ([`StopEvents`]) | SIGINT and SIGTERM: `sigaction`, chained to the previous handler and restored | Ctrl-C, Ctrl-Break, console close, log-off and system shutdown: `SetConsoleCtrlHandler`, removed again |
 //! | allocator tuning ([`tune_allocator`], [`return_freed_memory`]) | glibc's `mallopt` and `malloc_trim` | nothing |
 //! | the open-files limit ([`raise_file_limit`]) | `setrlimit` | nothing (no such limit) |
+//! | is stdin a pipe? ([`stdin_is_pipe`]: a host's, not a person's) | `fstat`, through std | `GetFileType` |
 //! | a thread's CPU use, read by another ([`ThreadClock`]) | `pthread_getcpuclockid` (Linux), `thread_info` (macOS); none elsewhere | `QueryThreadCycleTime` |
 
 use std::fmt;
@@ -32,8 +33,8 @@ use windows as os;
 compile_error!("scriptling-plugin serves plugins on Unix (Linux, macOS, the BSDs) and Windows");
 
 pub(crate) use os::{
-    Readable, StopEvents, ThreadClock, raise_file_limit, ready_now, return_freed_memory, take_stdout, tune_allocator,
-    wait_to_accept,
+    Readable, StopEvents, ThreadClock, raise_file_limit, ready_now, return_freed_memory, stdin_is_pipe, take_stdout,
+    tune_allocator, wait_to_accept,
 };
 
 /// Tells a reader to stop: its current or next read returns [`stopped`]

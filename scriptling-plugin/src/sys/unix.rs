@@ -460,6 +460,15 @@ impl ThreadClock {
 // ---------------------------------------------------------------------------
 // The process.
 
+/// Whether stdin is a pipe or a socket: another program talks to the
+/// plugin over it, as a Scriptling host does (a person's terminal, or a
+/// service manager's /dev/null, is neither).
+pub(crate) fn stdin_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(stdin) = io::stdin().as_fd().try_clone_to_owned() else { return false };
+    File::from(stdin).metadata().is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
 /// Makes glibc serve allocations of 2 MiB and more with their own mappings,
 /// and keep up to 4 MiB free at the top of its heaps (why, and what it
 /// measured: the comment at the end of `transport/mod.rs`).

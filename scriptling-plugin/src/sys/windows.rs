@@ -20,6 +20,7 @@ use windows_sys::Win32::Foundation::{
 use windows_sys::Win32::Networking::WinSock::{
     POLLERR, POLLHUP, POLLNVAL, POLLRDNORM, SOCKET_ERROR, WSAGetLastError, WSAPOLLFD, WSAPoll,
 };
+use windows_sys::Win32::Storage::FileSystem::{FILE_TYPE_PIPE, GetFileType};
 use windows_sys::Win32::System::Console::{
     CTRL_BREAK_EVENT, CTRL_C_EVENT, CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT, GetStdHandle,
     STD_ERROR_HANDLE, STD_OUTPUT_HANDLE, SetConsoleCtrlHandler, SetStdHandle,
@@ -456,7 +457,15 @@ fn cycles(thread: &OwnedHandle) -> Option<u64> {
 }
 
 // ---------------------------------------------------------------------------
-// The process: nothing to tune.
+// The process.
+
+/// Whether stdin is a pipe: another program talks to the plugin over it, as
+/// a Scriptling host does (a console, or the NUL device, is not).
+pub(crate) fn stdin_is_pipe() -> bool {
+    use std::os::windows::io::AsRawHandle;
+    // SAFETY: asks the kind of the process's stdin handle.
+    unsafe { GetFileType(io::stdin().as_raw_handle()) == FILE_TYPE_PIPE }
+}
 
 /// Nothing to do: the Windows heap has no such settings.
 pub(crate) fn tune_allocator() {}

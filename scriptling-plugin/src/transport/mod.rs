@@ -68,11 +68,14 @@ impl Plugin {
     /// JSON-RPC on a socket (see [`serve_tcp_with`](Plugin::serve_tcp_with)
     /// and the limits on [`TcpConfig`](crate::TcpConfig)); `--listen ADDR`
     /// (and optionally `--path /json-rpc`) serves HTTP, with the `http`
-    /// feature (limits on `HttpConfig`). `SCRIPTLING_PLUGIN_LISTEN` and the
-    /// other `SCRIPTLING_PLUGIN_*` variables say the same; arguments win
-    /// over the environment. Set the variables only for the plugin's own
-    /// process: a Scriptling host passes its environment to every plugin it
-    /// spawns.
+    /// feature (limits on `HttpConfig`). The other `SCRIPTLING_PLUGIN_*`
+    /// variables set the limits; arguments win over the environment.
+    /// `SCRIPTLING_PLUGIN_LISTEN` may say where to listen instead of
+    /// `--listen`, but only when stdin is not a pipe (a terminal, a
+    /// container, a service manager): a Scriptling host starts its plugins
+    /// with pipes and passes them its whole environment, and a plugin it
+    /// starts serves it over stdio whatever that holds (one stderr line
+    /// says the variable was ignored).
     pub fn run(self) -> Result<(), ServeError> {
         let core = self.build()?;
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -99,15 +102,16 @@ impl Plugin {
             use std::io::Write;
             return std::io::stdout().write_all(text.as_bytes()).map_err(ServeError::Io);
         }
-        if let Some(config) = tcp::TcpConfig::from_env_and(&args)? {
+        let settings = settings::for_run(&args);
+        if let Some(config) = tcp::TcpConfig::from_settings(&settings)? {
             return tcp::run(core, config);
         }
         #[cfg(feature = "http")]
-        if let Some(config) = crate::transport::http::HttpConfig::from_env_and(&args)? {
+        if let Some(config) = crate::transport::http::HttpConfig::from_settings(&settings)? {
             return crate::transport::http::run(core, config);
         }
         #[cfg(not(feature = "http"))]
-        if settings::from_process(&args).listen().map_err(ServeError::Config)?.is_some() {
+        if settings.listen().map_err(ServeError::Config)?.is_some() {
             return Err(ServeError::Config(
                 "HTTP serving was requested, but this plugin was built without the `http` feature of scriptling-plugin \
                  (tcp://HOST:PORT and unix:/path need no feature)"

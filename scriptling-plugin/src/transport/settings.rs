@@ -54,7 +54,7 @@ impl<'a, E: Fn(&str) -> Option<String>> Settings<'a, E> {
 
     /// Where to listen, if anywhere (`None`: serve stdio).
     pub(crate) fn listen(&self) -> Result<Option<Listen>, String> {
-        let Some(text) = self.arg_or_env("--listen", "SCRIPTLING_PLUGIN_LISTEN")? else { return Ok(None) };
+        let Some(text) = self.arg_or_env("--listen", LISTEN_VAR)? else { return Ok(None) };
         parse_listen(&text).map(Some)
     }
 
@@ -85,9 +85,40 @@ impl<'a, E: Fn(&str) -> Option<String>> Settings<'a, E> {
     }
 }
 
+/// The variable that asks for a network transport.
+pub(crate) const LISTEN_VAR: &str = "SCRIPTLING_PLUGIN_LISTEN";
+
+/// A variable of the process's environment (`None` when unset or empty).
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 /// The process's arguments (without its name) and environment.
 pub(crate) fn from_process(args: &[String]) -> Settings<'_, impl Fn(&str) -> Option<String>> {
-    Settings::new(args, |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    Settings::new(args, var)
+}
+
+/// What `Plugin::run` serves by: the arguments and the environment, except
+/// that [`LISTEN_VAR`] applies only when stdin is not a pipe. A Scriptling
+/// host always starts its plugins with pipes, and passes them its whole
+/// environment: a variable a user exported to try a network transport
+/// would otherwise turn every plugin the host starts away from it. (A
+/// person at a terminal, a container or a service manager gives no pipe.)
+/// `--listen` applies always. When the variable is set and not applied,
+/// one stderr line says so.
+pub(crate) fn for_run(args: &[String]) -> Settings<'_, impl Fn(&str) -> Option<String>> {
+    let from_a_host = crate::sys::stdin_is_pipe();
+    let settings =
+        Settings::new(args, move |name: &str| if from_a_host && name == LISTEN_VAR { None } else { var(name) });
+    if from_a_host && settings.arg("--listen").ok().flatten().is_none() {
+        if let Some(value) = var(LISTEN_VAR) {
+            eprintln!(
+                "scriptling-plugin: {LISTEN_VAR}={value} is ignored: stdin is a pipe, as when a Scriptling host starts \
+                 the plugin, so it serves the host over stdio (pass --listen to serve a network regardless)"
+            );
+        }
+    }
+    settings
 }
 
 /// `tcp://HOST:PORT`, `unix:/path`, or HTTP's forms (`HOST:PORT`, a port,

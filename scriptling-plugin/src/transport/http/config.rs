@@ -175,14 +175,15 @@ impl HttpConfig {
     /// # }
     /// ```
     pub fn from_env_and_args() -> Result<Option<HttpConfig>, ServeError> {
-        Self::from_env_and(&std::env::args().skip(1).collect::<Vec<_>>())
+        Self::from_settings(&settings::from_process(&std::env::args().skip(1).collect::<Vec<_>>()))
     }
 
-    /// Like [`from_env_and_args`](Self::from_env_and_args), with the
-    /// arguments (without the program name) already read. A `--listen`
-    /// for another transport (`tcp://`, `unix:`) is not HTTP's: `None`.
-    pub(crate) fn from_env_and(args: &[String]) -> Result<Option<HttpConfig>, ServeError> {
-        Self::parse(&settings::from_process(args)).map_err(ServeError::Config)
+    /// Like [`from_env_and_args`](Self::from_env_and_args), from settings
+    /// already gathered (`Plugin::run`'s: see `settings::for_run`).
+    pub(crate) fn from_settings(
+        settings: &Settings<'_, impl Fn(&str) -> Option<String>>,
+    ) -> Result<Option<HttpConfig>, ServeError> {
+        Self::parse(settings).map_err(ServeError::Config)
     }
 
     fn parse(settings: &Settings<'_, impl Fn(&str) -> Option<String>>) -> Result<Option<HttpConfig>, String> {

@@ -174,13 +174,15 @@ impl TcpConfig {
     /// # }
     /// ```
     pub fn from_env_and_args() -> Result<Option<TcpConfig>, ServeError> {
-        Self::from_env_and(&std::env::args().skip(1).collect::<Vec<_>>())
+        Self::from_settings(&settings::from_process(&std::env::args().skip(1).collect::<Vec<_>>()))
     }
 
-    /// Like [`from_env_and_args`](Self::from_env_and_args), with the
-    /// arguments (without the program name) already read.
-    pub(crate) fn from_env_and(args: &[String]) -> Result<Option<TcpConfig>, ServeError> {
-        Self::parse(&settings::from_process(args)).map_err(ServeError::Config)
+    /// Like [`from_env_and_args`](Self::from_env_and_args), from settings
+    /// already gathered (`Plugin::run`'s: see `settings::for_run`).
+    pub(crate) fn from_settings(
+        settings: &Settings<'_, impl Fn(&str) -> Option<String>>,
+    ) -> Result<Option<TcpConfig>, ServeError> {
+        Self::parse(settings).map_err(ServeError::Config)
     }
 
     fn parse(settings: &Settings<'_, impl Fn(&str) -> Option<String>>) -> Result<Option<TcpConfig>, String> {
