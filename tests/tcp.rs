@@ -246,6 +246,30 @@ fn a_tools_errors_are_what_the_script_would_see() {
     assert_eq!(callback["error"]["message"], "call_me(): argument 'cb' must be a function, got string");
 }
 
+/// The Supex driver's `status` calls `ping` as a tool, as the Supex runtime
+/// answers it: built in, unless the plugin exports a `ping` of its own.
+#[test]
+fn the_ping_tool_answers_as_the_supex_runtime_does_unless_the_plugin_has_one() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    let answer = tool(&mut client, 1, "ping", json!({}));
+    assert_eq!(
+        answer["result"],
+        json!({"success": true, "status": "connected", "message": "fixture 0.0.1 is serving this connection", "version": "0.0.1"}),
+        "{answer}"
+    );
+    // A plugin's own `ping` wins.
+    use scriptling_plugin::{Plugin, plugin_fn};
+    /// Answers pong.
+    #[plugin_fn]
+    fn ping() -> String {
+        "pong".into()
+    }
+    let host = Host::in_process(Plugin::new("own", "1.0.0", "").function::<ping>()).unwrap();
+    let answer = host.request("tools/call", json!({"name": "ping", "arguments": {}})).unwrap();
+    assert_eq!(answer, json!({"success": true, "result": "pong"}));
+}
+
 #[test]
 fn tools_list_names_each_function_with_its_doc_and_parameters() {
     let server = serve(&[]);

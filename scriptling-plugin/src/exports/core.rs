@@ -68,5 +68,7 @@ pub(crate) struct Core {
     pub(crate) hello: Vec<u8>,
     /// The serialised answer to `tools/list`.
     pub(crate) tools: Vec<u8>,
+    /// The serialised answer to the built-in `ping` tool.
+    pub(crate) ping_tool: Vec<u8>,
     pub(crate) options: Options,
 }

@@ -416,6 +416,7 @@ impl Plugin {
             .map_err(|e| ServeError::Invalid(vec![DefinitionError::Handshake(e.to_string())]))?;
         let hello = schema::hello(&self.name, &self.version);
         let tools = schema::tools(&exported);
+        let ping_tool = schema::ping_tool(&self.name, &self.version);
         let function_list = sorted_names(exported.iter().map(|f| f.get_name()));
         let class_list = sorted_names(entries.iter().map(|c| c.name()));
         Ok(Core {
@@ -428,6 +429,7 @@ impl Plugin {
             handshake,
             hello,
             tools,
+            ping_tool,
             options: self.options,
         })
     }

@@ -86,6 +86,14 @@ pub(crate) fn hello(name: &str, version: &str) -> Vec<u8> {
     serde_json::to_vec(&hello).unwrap_or_default()
 }
 
+/// The answer to `tools/call` of `ping`, as the Supex runtime gives it (its
+/// driver's status check calls it): unless the plugin exports a `ping`.
+pub(crate) fn ping_tool(name: &str, version: &str) -> Vec<u8> {
+    let message = format!("{name} {version} is serving this connection");
+    let ping = serde_json::json!({"success": true, "status": "connected", "message": message, "version": version});
+    serde_json::to_vec(&ping).unwrap_or_default()
+}
+
 /// The answer to `tools/list`: each exported function that `tools/call`
 /// can call, with its doc and parameters, in registration order.
 pub(crate) fn tools(functions: &[&Function]) -> Vec<u8> {

@@ -279,6 +279,11 @@ impl Dispatcher {
         };
         let function = self.core.functions.get(&name).filter(|f| !f.is_hidden() && f.refuse_rpc().is_none());
         let Some(function) = function else {
+            // The Supex runtime's health check, which its driver's `status`
+            // calls as a tool: built in, unless the plugin has its own.
+            if name == "ping" {
+                return done.send(Ok(self.core.ping_tool.clone().into()));
+            }
             let message = format!("unknown tool {name} (available: {})", self.core.function_list);
             return done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
         };
