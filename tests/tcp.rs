@@ -270,6 +270,30 @@ fn the_ping_tool_answers_as_the_supex_runtime_does_unless_the_plugin_has_one() {
     assert_eq!(answer, json!({"success": true, "result": "pong"}));
 }
 
+/// A client that never sent `scriptling.handshake` (a Supex-style tool
+/// client) is never sent a `host.log` request it could not answer: its
+/// calls' log records go to the plugin's stderr, naming the connection, and
+/// its answer comes at once.
+#[test]
+fn a_client_that_is_not_a_scriptling_host_gets_only_its_answers() {
+    let server = serve(&[]);
+    let mut client = server.line_client();
+    let started = Instant::now();
+    let answer = tool(&mut client, 1, "log_inside", json!({"name": "Ada"}));
+    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": 1, "result": {"success": true, "result": "Ada"}}));
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    let stderr = server.raw.wait_for_stderr(r#"[info] logged inside a call name="Ada""#, WAIT);
+    assert!(stderr.contains("connection 127.0.0.1:"), "{stderr}");
+    // One that says it is a Scriptling host gets the record as host.log.
+    client.send(r#"{"jsonrpc":"2.0","id":2,"method":"scriptling.handshake","params":{"protocol":"1.0"}}"#);
+    assert_eq!(client.recv().unwrap()["id"], 2);
+    client.send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"log_inside","arguments":{"name":"Bo"}}}"#,
+    );
+    let log = client.recv().unwrap();
+    assert_eq!(log["method"], "host.log", "{log}");
+}
+
 #[test]
 fn tools_list_names_each_function_with_its_doc_and_parameters() {
     let server = serve(&[]);
@@ -288,6 +312,8 @@ fn tools_list_names_each_function_with_its_doc_and_parameters() {
 fn callbacks_and_logs_travel_on_the_calling_connection() {
     let server = serve(&[]);
     let host = server.host();
+    // It speaks the Scriptling protocol, and says so: log records come to it.
+    host.handshake().unwrap();
     host.on_callback(|id, _, _| Ok(Value::from(format!("answered {id}"))));
     let answer = host.call("call_me", [Value::Callback(CallbackRef::new("cb-7"))]).unwrap();
     assert_eq!(answer, Value::from("answered cb-7"));

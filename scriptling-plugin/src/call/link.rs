@@ -8,6 +8,7 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -67,6 +68,13 @@ pub(crate) struct Link {
     pub(crate) waits: Waits,
     /// Whether the host acknowledges log records (see `call/logstream.rs`).
     pub(crate) log_health: LogHealth,
+    /// The peer speaks the Scriptling protocol: the stdio host from the
+    /// start, a network client once it sent `scriptling.handshake`. Others
+    /// (a Supex-style client calling tools) are never sent a request they
+    /// cannot answer: their calls' log records go to stderr.
+    speaks_scriptling: AtomicBool,
+    /// Who is at the other end, for those stderr lines (`None`: the host).
+    peer: Option<Arc<str>>,
 }
 
 impl Link {
@@ -79,7 +87,40 @@ impl Link {
         waits: Waits,
     ) -> Self {
         let classes = classes.into_iter().map(|c| (c.type_id, c)).collect();
-        Self { library, objects, classes, host, runtime: Some(runtime), waits, log_health: LogHealth::default() }
+        Self {
+            library,
+            objects,
+            classes,
+            host,
+            runtime: Some(runtime),
+            waits,
+            log_health: LogHealth::default(),
+            speaks_scriptling: AtomicBool::new(true),
+            peer: None,
+        }
+    }
+
+    /// The link of a network connection to `peer`, which speaks the
+    /// Scriptling protocol only once it sends `scriptling.handshake`.
+    pub(crate) fn for_connection(mut self, peer: Arc<str>) -> Self {
+        self.speaks_scriptling = AtomicBool::new(false);
+        self.peer = Some(peer);
+        self
+    }
+
+    /// The peer sent `scriptling.handshake`: it speaks the protocol.
+    pub(crate) fn heard_handshake(&self) {
+        self.speaks_scriptling.store(true, Ordering::Release);
+    }
+
+    /// Whether log records go to the host as `host.log` (else to stderr).
+    pub(crate) fn logs_to_host(&self) -> bool {
+        self.host.is_some() && self.speaks_scriptling.load(Ordering::Acquire)
+    }
+
+    /// Who is at the other end, for messages on stderr (`None`: the host).
+    pub(crate) fn peer(&self) -> Option<&str> {
+        self.peer.as_deref()
     }
 
     /// A link to nothing, for unit tests: no host, no classes, the current
@@ -95,6 +136,8 @@ impl Link {
             runtime: Handle::try_current().ok(),
             waits,
             log_health: LogHealth::default(),
+            speaks_scriptling: AtomicBool::new(true),
+            peer: None,
         }
     }
 
@@ -120,11 +163,6 @@ impl Link {
             let what = if method == "callback.call" { "callbacks" } else { "calling the host" };
             OutgoingError::Unsupported(format!("{what} need a stdio or TCP connection; HTTP cannot reach the host"))
         })
-    }
-
-    /// Whether the plugin can send requests to the host.
-    pub(crate) fn can_reach_host(&self) -> bool {
-        self.host.is_some()
     }
 
     /// Sends one of the plugin's own requests for a sync handler to block on.

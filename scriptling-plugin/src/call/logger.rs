@@ -148,8 +148,9 @@ impl Logger {
         let args = if extra.is_empty() { self.fields.clone() } else { [self.fields.as_slice(), extra].concat() };
         let record = Record { level, message: message.to_owned(), args };
         match &self.scope {
-            Some(scope) if scope.link.can_reach_host() => logstream::push(&scope.call, &scope.link, record),
-            _ => record.to_stderr(),
+            Some(scope) if scope.link.logs_to_host() => logstream::push(&scope.call, &scope.link, record),
+            Some(scope) => record.to_stderr(scope.link.peer()),
+            None => record.to_stderr(None),
         }
     }
 }
@@ -175,8 +176,13 @@ impl Record {
         LogParams { level: self.level.as_str(), message: &self.message, args: &self.args }
     }
 
-    pub(crate) fn to_stderr(&self) {
-        let mut line = format!("[{}] {}", self.level, self.message);
+    /// Writes the record to stderr, naming the connection it came from
+    /// (`None`: the host's, which needs no naming).
+    pub(crate) fn to_stderr(&self, peer: Option<&str>) {
+        let mut line = match peer {
+            Some(peer) => format!("{peer}: [{}] {}", self.level, self.message),
+            None => format!("[{}] {}", self.level, self.message),
+        };
         for pair in self.args.chunks(2) {
             match pair {
                 [Value::String(k), v] => line.push_str(&format!(" {k}={v}")),

@@ -121,7 +121,7 @@ fn send_in_order(
         if sent.is_ok() {
             return;
         }
-        record.to_stderr();
+        record.to_stderr(link.peer());
         state.in_flight = None;
         match state.queued.pop_front() {
             Some(next) => record = next,
@@ -175,7 +175,7 @@ fn send_unordered(link: &Arc<Link>, record: Record) {
         None => link.request_untracked("host.log", &record.params()),
     };
     if sent.is_err() {
-        record.to_stderr();
+        record.to_stderr(link.peer());
     }
 }
 

@@ -187,7 +187,10 @@ impl Dispatcher {
         let done = done.counted(guard);
         let ready = |result: &[u8]| Ok(result.to_vec().into());
         match &request.method {
-            Method::Handshake => done.send(Ok(self.core.handshake.clone().into())),
+            Method::Handshake => {
+                self.link.heard_handshake();
+                done.send(Ok(self.core.handshake.clone().into()));
+            }
             Method::Ping => done.send(ready(br#"{"status":"ok"}"#)),
             Method::Hello => done.send(Ok(self.core.hello.clone().into())),
             Method::ToolsList => done.send(Ok(self.core.tools.clone().into())),

@@ -88,6 +88,11 @@ impl Host {
     /// assert_eq!(answer, json!({"success": true, "result": "Hello, Ada"}));
     /// ```
     ///
+    /// A connection speaks the Scriptling protocol once it has sent
+    /// `scriptling.handshake` ([`handshake`](Host::handshake)): until then
+    /// the plugin sends it no `host.log` requests (a tool client could not
+    /// answer them), and its calls' log records go to the plugin's stderr.
+    ///
     /// [`close_input`](Host::close_input) closes this side of the
     /// connection; [`wait`](Host::wait) waits for the plugin to close its
     /// side.

@@ -122,6 +122,10 @@ impl Session {
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let waits = core.options.waits();
         let link = Link::new(Arc::clone(&core.library), objects, classes, Some(host), runtime, waits);
+        let link = match &peer {
+            Some(peer) => link.for_connection(Arc::clone(peer)),
+            None => link,
+        };
         let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
         let quiet = setup::quiet_limits(gate.clone(), idle, Arc::clone(&dispatcher), Instant::now());
         if let Some(quiet) = quiet {
