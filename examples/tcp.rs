@@ -13,7 +13,7 @@
 //! Then, with `nc 127.0.0.1 9876` (or PROTOCOL.md's session):
 //! `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`.
 
-use scriptling_plugin::{CallError, Callback, Plugin, ServeError, TcpConfig, Value, plugin_fn};
+use scriptling_plugin::{CallError, Callback, Logger, Plugin, ServeError, TcpConfig, Value, plugin_fn};
 
 /// Returns a greeting for `name`.
 #[plugin_fn]
@@ -24,7 +24,8 @@ fn greet(name: String, #[arg(default = "Hello")] greeting: String) -> String {
 /// Adds up `numbers`: plain JSON numbers arrive as ints or floats.
 #[plugin_fn]
 fn total(numbers: Vec<f64>) -> f64 {
-    numbers.iter().sum()
+    // From 0.0: std's float sum starts at -0.0, which `total([])` would show.
+    numbers.iter().fold(0.0, |sum, n| sum + n)
 }
 
 /// Calls `on_item` with each of `items`, and returns how many it called
@@ -32,6 +33,7 @@ fn total(numbers: Vec<f64>) -> f64 {
 /// way to pass one).
 #[plugin_fn]
 fn each(items: Vec<Value>, on_item: Callback) -> Result<i64, CallError> {
+    Logger::current().info(format!("each: {} items", items.len()));
     for item in &items {
         on_item.call((item.clone(),))?;
     }

@@ -504,6 +504,35 @@ fn an_exported_listen_variable_never_takes_a_plugin_away_from_its_host() {
     assert!(line.contains("listening at tcp://127.0.0.1:"), "{line}");
 }
 
+/// The README's Python client, run as it is against the `tcp` example (on
+/// the port it got), prints what the block's closing comments say: it
+/// answers the callbacks and log records that come while its call runs.
+#[test]
+fn the_readmes_python_client_answers_callbacks_and_log_records() {
+    let readme = include_str!("../README.md");
+    let after = &readme[readme.find("## Serving over TCP").expect("the section")..];
+    let block = &after[after.find("```python\n").expect("a python block") + 10..];
+    let script = &block[..block.find("```").expect("closed")];
+    let expected: Vec<&str> = script.lines().filter_map(|l| l.strip_prefix("# ")).collect();
+    let mut command = Command::new(scriptling_plugin::testing::example_path("tcp"));
+    command.args(["--listen", "tcp://127.0.0.1:0"]);
+    let raw = Raw::spawn(&mut command);
+    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
+    let addr = stderr.split("listening at tcp://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+    let port = addr.rsplit(':').next().unwrap();
+    let script = script.replace(r#"("127.0.0.1", 9876)"#, &format!(r#"("127.0.0.1", {port})"#));
+    let run = Command::new("python3").args(["-c", &script]).output();
+    let Ok(out) = run else {
+        // CI's Linux run has python3; the Windows run under Wine has none.
+        assert!(cfg!(windows), "python3 is needed to run the README's client");
+        eprintln!("skipped: python3 cannot be started");
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected);
+}
+
 #[test]
 fn the_protocol_pages_tcp_session_gives_the_answers_it_shows() {
     let doc = include_str!("../PROTOCOL.md");
