@@ -189,15 +189,36 @@ fn callbacks_nested_in_lists_and_dicts_work() {
 }
 
 #[test]
-fn host_errors_fail_the_outer_call_with_the_host_message() {
+fn host_errors_fail_the_outer_call_naming_the_function_and_callback() {
     let host = Host::in_process(plugin()).unwrap();
-    host.on_callback(|_, _, _| Err("ValueError: bad token".into()));
+    host.on_callback(|_, _, _| Err("argument error: got 1 arguments, want 0".into()));
     let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-1")]).unwrap_err();
-    assert_eq!(err.message(), "ValueError: bad token");
+    assert_eq!(err.message(), "call_each(): on_item failed: argument error: got 1 arguments, want 0");
     // Without a handler the host answers as the real one does.
     let host = Host::in_process(plugin()).unwrap();
     let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-9")]).unwrap_err();
-    assert_eq!(err.message(), "unknown callback cb-9");
+    assert_eq!(err.message(), "call_each(): on_item failed: unknown callback cb-9");
+}
+
+#[test]
+fn a_raised_exception_is_explained_since_the_host_does_not_pass_it() {
+    // What Scriptling 0.20.1 answers when the script's function raises, or
+    // returns what it cannot encode (tests/real_host.rs checks the real one).
+    let host = Host::in_process(plugin()).unwrap();
+    host.on_callback(|_, _, _| Err("unsupported plugin value type EXCEPTION".into()));
+    let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-1")]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "call_each(): on_item failed: it raised an exception, and the Scriptling host does not pass exceptions \
+         or their messages to plugins (the host said: unsupported plugin value type EXCEPTION)"
+    );
+    host.on_callback(|_, _, _| Err("unsupported plugin value type SET".into()));
+    let err = host.call("call_each", [Value::List(vec![1.into()]), cb("cb-2")]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "call_each(): on_item failed: it returned a SET, which the host cannot send to a plugin \
+         (unsupported plugin value type SET)"
+    );
 }
 
 #[test]
@@ -318,7 +339,7 @@ fn reentering_an_object_held_by_a_call_waiting_on_its_callback_fails_at_the_boun
     assert_eq!(
         err.message(),
         format!(
-            "Box2.get(): Box2 object {} is held by a call that has been waiting on a callback for 200ms, the most a \
+            "Box2.mutate_with(): cb failed: Box2.get(): Box2 object {} is held by a call that has been waiting on a callback for 200ms, the most a \
              call waits for it (Plugin::busy_object_timeout): either this call came from that callback (a callback \
              cannot use the object its caller holds: make both methods take &self, or call back before taking the \
              object), or the callback runs longer than that",
@@ -329,7 +350,7 @@ fn reentering_an_object_held_by_a_call_waiting_on_its_callback_fails_at_the_boun
     assert_eq!(host.call_method(&obj.id, "read_with", [cb("cb-read")]).unwrap(), Value::Int(2));
     // ...but not an exclusive one.
     let err = host.call_method(&obj.id, "read_with", [cb("cb-write")]).unwrap_err();
-    assert!(err.message().starts_with("Box2.set(): Box2 object"), "{err}");
+    assert!(err.message().starts_with("Box2.read_with(): cb failed: Box2.set(): Box2 object"), "{err}");
     // The object is usable afterwards.
     assert_eq!(host.call_method(&obj.id, "get", []).unwrap(), Value::Int(2));
 }
@@ -423,7 +444,7 @@ fn callback_example_streams_events() {
         host.on_callback(|_, _, _| Err("stop".into()));
         host.call("stream", [cb("cb-2")]).unwrap_err()
     };
-    assert_eq!(err.message(), "stop");
+    assert_eq!(err.message(), "stream(): on_event failed: stop");
 }
 
 #[test]

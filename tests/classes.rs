@@ -339,6 +339,16 @@ fn constructor_arguments_and_errors() {
     assert_eq!(err.message(), "Tracked needs a non-empty tag");
     let err = host.new_object("Tracked", []).unwrap_err();
     assert_eq!(err.message(), "Tracked(): missing required argument 'tag'");
+    // Keyword arguments reach the constructor too.
+    let kw = BTreeMap::from([("value".to_string(), Value::Int(4))]);
+    let a = host.new_object_kw("Tracked", [s("kw")], kw).unwrap();
+    assert_eq!(host.call_method(&a.id, "value", []).unwrap(), Value::Int(4));
+    let kw = BTreeMap::from([("tag".to_string(), s("by-name"))]);
+    let b = host.new_object_kw("Tracked", [], kw).unwrap();
+    assert_eq!(host.call_method(&b.id, "label", []).unwrap(), s("tracked:0"));
+    let kw = BTreeMap::from([("nope".to_string(), Value::Int(1))]);
+    let err = host.new_object_kw("Tracked", [s("x")], kw).unwrap_err();
+    assert_eq!(err.message(), "Tracked(): unexpected keyword argument 'nope' (parameters: tag, value)");
     let other = host.new_object("Other", []).unwrap();
     assert_eq!(other.class, "Other");
     assert_eq!(host.call_method(&other.id, "ping", []).unwrap(), s("pong"));

@@ -263,7 +263,10 @@ fn no_token_means_open_on_loopback() {
 fn callbacks_and_the_host_logger_need_stdio() {
     let served = Served::fixture(&[]);
     let out = served.call(&[], "call_me", json!([{"type": "callback", "callback": {"id": "cb-1"}}]));
-    assert_eq!(out["error"]["message"], "callbacks need a stdio or TCP connection; HTTP cannot reach the host");
+    assert_eq!(
+        out["error"]["message"],
+        "call_me(): cb: callbacks need a stdio or TCP connection; HTTP cannot reach the host"
+    );
     assert_eq!(served.call(&[], "log_inside", json!([s("Ada")]))["result"], s("Ada"));
     served.wait_for_stderr("[info] logged inside a call name=\"Ada\"");
 }

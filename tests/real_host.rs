@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use scriptling_plugin::testing::example_path;
 
@@ -44,7 +45,10 @@ fn run(plugins: &[&str], script: &str) -> Option<String> {
         source.push_str(&format!("sp.load({name:?}, {path:?}, scriptling=True)\n"));
     }
     source.push_str(script);
-    let file = std::env::temp_dir().join(format!("scriptling-real-host-{}-{}.py", std::process::id(), plugins[0]));
+    // Tests run in parallel: each script gets its own file.
+    static SCRIPTS: AtomicUsize = AtomicUsize::new(0);
+    let n = SCRIPTS.fetch_add(1, Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("scriptling-real-host-{}-{n}.py", std::process::id()));
     std::fs::write(&file, source).unwrap();
     let out = Command::new(&host).arg(&file).output().expect("run the Scriptling host");
     let _ = std::fs::remove_file(&file);
@@ -78,4 +82,29 @@ print(events[0]["token"], events[2]["index"])
 "#;
     let Some(out) = run(&["callback"], script) else { return };
     assert_eq!(out, "Hello, Ada\n4\nHello 2\n");
+}
+
+#[test]
+fn a_failing_script_callback_names_the_function_and_says_what_the_host_hides() {
+    let script = r#"import plugin.callback as cb
+def raises(e):
+    raise ValueError("nope")
+def takes_nothing():
+    return 1
+def divides(e):
+    return 1 / 0
+for fn in [raises, takes_nothing, divides]:
+    try:
+        cb.stream(fn)
+    except Exception as e:
+        print(e)
+"#;
+    let Some(out) = run(&["callback"], script) else { return };
+    assert_eq!(
+        out,
+        "stream(): on_event failed: it raised an exception, and the Scriptling host does not pass exceptions \
+         or their messages to plugins (the host said: unsupported plugin value type EXCEPTION)\n\
+         stream(): on_event failed: argument error: got 1 arguments, want 0\n\
+         stream(): on_event failed: division by zero\n"
+    );
 }

@@ -30,8 +30,12 @@ use crate::value::{CallbackRef, Value, codec};
 ///
 /// Errors name the plugin function and the parameter the callback came in
 /// by (`each(): on_item returned a value that must be a bool, got string`),
-/// except an error the script itself raised, which comes back untouched, so
-/// `?` fails the outer call with the script's own message.
+/// and so does a failure of the script's function, whose own message
+/// follows (`each(): on_item failed: division by zero`), so `?` fails the
+/// outer call with an error that says where it came from. The Scriptling
+/// host does not pass exceptions to plugins: a function that `raise`s
+/// reaches the plugin as the host's `unsupported plugin value type
+/// EXCEPTION`, which the error explains.
 ///
 /// ```
 /// use scriptling_plugin::{plugin_fn, Callback, CallError};
@@ -279,8 +283,9 @@ impl Callback {
 
     fn failure(&self, error: OutgoingError) -> CallError {
         match error {
-            // The script's own error: pass its message through untouched.
-            OutgoingError::Remote { message, .. } => CallError::new(message),
+            OutgoingError::Remote { message, .. } => {
+                CallError::new(format!("{} failed: {}", self.origin(), explain_host_error(&message)))
+            }
             OutgoingError::Closed(reason) => CallError::new(format!("{} failed: {reason}", self.origin())),
             OutgoingError::Malformed(why) => {
                 CallError::new(format!("{}: the host's answer is malformed: {why}", self.origin()))
@@ -289,9 +294,28 @@ impl Callback {
                 "{}: the host did not answer within {limit:?} (Plugin::callback_timeout)",
                 self.origin()
             )),
-            OutgoingError::Unsupported(reason) => CallError::new(reason),
-            OutgoingError::Unsendable(reason) => CallError::new(format!("{}: {reason}", self.origin())),
+            OutgoingError::Unsupported(reason) | OutgoingError::Unsendable(reason) => {
+                CallError::new(format!("{}: {reason}", self.origin()))
+            }
         }
+    }
+}
+
+/// The host's message for a failed callback, with what it means where the
+/// host's own words do not say.
+///
+/// The host's encoder (`plugin/codec.go`) rejects what the function gave back
+/// with `unsupported plugin value type <TYPE>`, and a `raise` gives back an
+/// exception object, which no version up to 0.20.1 turns into an error: its
+/// message never reaches the plugin.
+fn explain_host_error(message: &str) -> Cow<'_, str> {
+    match message.strip_prefix("unsupported plugin value type ") {
+        Some("EXCEPTION") => Cow::Owned(format!(
+            "it raised an exception, and the Scriptling host does not pass exceptions or their messages \
+             to plugins (the host said: {message})"
+        )),
+        Some(kind) => Cow::Owned(format!("it returned a {kind}, which the host cannot send to a plugin ({message})")),
+        None => Cow::Borrowed(message),
     }
 }
 

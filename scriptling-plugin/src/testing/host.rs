@@ -256,7 +256,17 @@ impl Host {
 
     /// Constructs an object (`object.new`) and returns its bare reference.
     pub fn new_object(&self, class: &str, args: impl IntoIterator<Item = Value>) -> Result<ObjectRef, HostError> {
-        let params = with_args(json!({ "class": class }), args, BTreeMap::new());
+        self.new_object_kw(class, args, BTreeMap::new())
+    }
+
+    /// Constructs an object with keyword arguments too.
+    pub fn new_object_kw(
+        &self,
+        class: &str,
+        args: impl IntoIterator<Item = Value>,
+        kwargs: BTreeMap<String, Value>,
+    ) -> Result<ObjectRef, HostError> {
+        let params = with_args(json!({ "class": class }), args, kwargs);
         let result = self.request_raw("object.new", Some(params))?;
         serde_json::from_str(result.get()).map_err(|e| HostError::Decode(e.to_string()))
     }
