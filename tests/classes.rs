@@ -183,6 +183,73 @@ fn maybe_value(obj: Option<Object<Tracked>>) -> Result<Option<i64>, CallError> {
     obj.map(|o| o.read().map(|t| t.value)).transpose()
 }
 
+/// A shape whose setters validate and take differently named parameters.
+#[plugin_class]
+struct Polygon {
+    name: String,
+    points: Vec<f64>,
+}
+
+#[plugin_class]
+impl Polygon {
+    #[constructor]
+    fn new() -> Self {
+        Polygon { name: "shape".into(), points: Vec::new() }
+    }
+
+    /// The name; never empty.
+    #[property(settable)]
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn set_name(&mut self, new_name: String) -> Result<(), String> {
+        if new_name.is_empty() {
+            return Err("a polygon needs a name".into());
+        }
+        self.name = new_name;
+        Ok(())
+    }
+
+    /// The coordinates.
+    #[property(settable)]
+    fn points(&self) -> Vec<f64> {
+        self.points.clone()
+    }
+
+    fn set_points(&mut self, coordinates: Vec<f64>) {
+        self.points = coordinates;
+    }
+
+    /// The area (read-only).
+    #[property]
+    fn area(&self) -> f64 {
+        0.0
+    }
+}
+
+/// What the script sees when an assignment fails: the property and its
+/// class, never the setter's Rust parameter (issue 29, item 10).
+#[test]
+fn failed_assignments_name_the_property_and_class() {
+    let host = Host::in_process(Plugin::new("geo", "1.0.0", "").class::<Polygon>()).unwrap();
+    let p = host.new_object("Polygon", []).unwrap();
+    let set = |property: &str, value: Value| host.call_method(&p.id, property, [value]).unwrap_err().to_string();
+    assert_eq!(
+        set("name", Value::Int(42)),
+        "can't set attribute 'name' of Polygon: the value must be a string, got int (-32000)"
+    );
+    assert_eq!(set("name", s("")), "can't set attribute 'name' of Polygon: a polygon needs a name (-32000)");
+    assert_eq!(
+        set("points", Value::List(vec![Value::Float(1.0), s("x")])),
+        "can't set attribute 'points' of Polygon: the value[1] must be a float, got string (-32000)"
+    );
+    assert_eq!(set("area", Value::Int(5)), "can't set attribute 'area' of Polygon: property is read-only (-32000)");
+    // Set properly, they hold.
+    host.call_method(&p.id, "name", [s("square")]).unwrap();
+    assert_eq!(host.call_method(&p.id, "name", []).unwrap(), s("square"));
+}
+
 fn plugin() -> Plugin {
     Plugin::new("classes", "1.0.0", "Class tests")
         .function::<transfer>()
@@ -299,9 +366,10 @@ fn properties_get_and_set_through_call_method() {
     assert_eq!(host.call_method(&a.id, "value", [Value::Int(7)]).unwrap(), Value::Null);
     assert_eq!(host.call_method(&a.id, "label", []).unwrap(), s("tracked:7"));
     let err = host.call_method(&a.id, "label", [s("x")]).unwrap_err();
-    assert_eq!(err.message(), "can't set attribute 'label': property is read-only");
+    assert_eq!(err.message(), "can't set attribute 'label' of Tracked: property is read-only");
+    // An assignment names the property, not the setter's parameter.
     let err = host.call_method(&a.id, "value", [s("x")]).unwrap_err();
-    assert_eq!(err.message(), "Tracked.value(): argument 'value' must be an int, got string");
+    assert_eq!(err.message(), "can't set attribute 'value' of Tracked: the value must be an int, got string");
     let err = host.call_method(&a.id, "value", [Value::Int(1), Value::Int(2)]).unwrap_err();
     assert_eq!(
         err.message(),
@@ -336,7 +404,7 @@ fn constructor_arguments_and_errors() {
     let err = host.new_object("Tracked", [Value::Int(3)]).unwrap_err();
     assert_eq!(err.message(), "Tracked(): argument 'tag' must be a string, got int");
     let err = host.new_object("Tracked", [s("")]).unwrap_err();
-    assert_eq!(err.message(), "Tracked needs a non-empty tag");
+    assert_eq!(err.message(), "Tracked(): Tracked needs a non-empty tag");
     let err = host.new_object("Tracked", []).unwrap_err();
     assert_eq!(err.message(), "Tracked(): missing required argument 'tag'");
     // Keyword arguments reach the constructor too.

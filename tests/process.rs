@@ -327,7 +327,7 @@ fn properties_example_matches_upstream() {
     assert_eq!(host.call_method(&c.id, "label", []).unwrap(), Value::from("counter:7"));
     assert_eq!(
         host.call_method(&c.id, "label", [Value::from("x")]).unwrap_err().message(),
-        "can't set attribute 'label': property is read-only"
+        "can't set attribute 'label' of Counter: property is read-only"
     );
     assert_eq!(host.call_method(&c.id, "add", [Value::Int(3)]).unwrap(), Value::Int(10));
 }

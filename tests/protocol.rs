@@ -428,7 +428,8 @@ fn argument_errors_name_function_parameter_and_expectation() {
 #[test]
 fn results_errors_and_panics() {
     let host = host();
-    assert_eq!(call_err(&host, "fail", vec![s("disk full")], &[]), "disk full");
+    // A handler's own error is named like the SDK's (issue 29, item 10).
+    assert_eq!(call_err(&host, "fail", vec![s("disk full")], &[]), "fail(): disk full");
     assert_eq!(call_err(&host, "boom", vec![Value::Int(3)], &[]), "boom(): panicked: exploded with 3");
     assert_eq!(host.call("boom", [Value::Int(0)]).unwrap(), Value::Int(0), "still serving after a panic");
     assert_eq!(call_err(&host, "async_boom", vec![], &[]), "async_boom(): panicked: async kaboom");

@@ -108,3 +108,18 @@ for fn in [raises, takes_nothing, divides]:
          stream(): on_event failed: division by zero\n"
     );
 }
+
+#[test]
+fn a_failed_assignment_names_the_property_through_the_real_host() {
+    let script = r#"import plugin.properties as pr
+c = pr.Counter(5)
+try:
+    c.value = "x"
+except Exception as e:
+    print(e)
+c.value = 7
+print(c.label)
+"#;
+    let Some(out) = run(&["properties"], script) else { return };
+    assert_eq!(out, "can't set attribute 'value' of Counter: the value must be an int, got string\ncounter:7\n");
+}

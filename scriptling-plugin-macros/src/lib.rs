@@ -59,7 +59,8 @@ mod shim;
 ///
 /// The doc comment becomes the function's `help()` text. The function may
 /// return any `IntoValue` type or `Result<T, E>` with `E: Display`; the
-/// error's message becomes the Scriptling error. A panic becomes an error
+/// error's message, after the function's name (`greet(): ...`), becomes the
+/// Scriptling error. A panic becomes an error
 /// response (`greet(): panicked: ...`) and the plugin keeps serving.
 #[proc_macro_attribute]
 pub fn plugin_fn(attr: TokenStream, item: TokenStream) -> TokenStream {

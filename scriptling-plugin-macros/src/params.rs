@@ -100,15 +100,15 @@ pub(crate) fn default_value(expr: &Expr) -> TokenStream {
 /// works it out when the plugin is built: the value written as a
 /// Scriptling literal (`3`, `-1`, `[1, 2]`, `{"limit": 10}`) when its type
 /// converts to a value, otherwise the Rust expression as written.
-pub(crate) fn shown_default(param: &Param, default: &Expr) -> TokenStream {
+/// `make` is the closure that makes the default (see `shim::default_makers`).
+pub(crate) fn shown_default(param: &Param, default: &Expr, make: &Ident) -> TokenStream {
     let krate = quote!(::scriptling_plugin);
     let ty = &param.ty;
-    let value = default_value(default);
     let fallback = rust_text(default.to_token_stream());
     quote!({
         #[allow(unused_imports)]
         use #krate::__private::{ShowDefault as _, ShowRust as _};
-        let __scriptling_default: #ty = #value;
+        let __scriptling_default: #ty = #make();
         (&&#krate::__private::Shown::new(__scriptling_default)).shown(#fallback)
     })
 }

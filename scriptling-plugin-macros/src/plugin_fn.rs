@@ -90,7 +90,8 @@ fn generate(func: &ItemFn, params: &[Param], options: &Options) -> TokenStream {
     let function = shim.function();
     let wrapper = options.str("wrapper").map(|w| quote!(.source(#w)));
     let hidden = options.flag("hidden").then(|| quote!(.hidden()));
-    let descriptor = descriptor(func, quote!(#function #wrapper #hidden));
+    let descriptor =
+        descriptor(func, quote!(let __scriptling_function = #function; __scriptling_function #wrapper #hidden));
     // Owned parameters are right here: each argument is converted into a
     // fresh value the function owns, so a borrow would only add a copy.
     quote! {

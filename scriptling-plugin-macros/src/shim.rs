@@ -116,7 +116,7 @@ impl<'a> Shim<'a> {
         let span = self.span;
         let handler = if self.is_async {
             quote_spanned!(span=>
-                #krate::Function::new_async(#name, |#args: &mut #krate::Args| {
+                #krate::Function::new_async(#name, move |#args: &mut #krate::Args| {
                     #reach
                     #takes
                     ::core::result::Result::Ok(async move {
@@ -127,7 +127,7 @@ impl<'a> Shim<'a> {
             )
         } else {
             quote_spanned!(span=>
-                #krate::Function::new(#name, |#args: &mut #krate::Args| {
+                #krate::Function::new(#name, move |#args: &mut #krate::Args| {
                     #reach
                     #takes
                     #lock
@@ -135,9 +135,10 @@ impl<'a> Shim<'a> {
                 })
             )
         };
+        let makers = default_makers(self.params);
         let declare = declare_params(self.params);
         let description = description(self.doc);
-        quote!(#handler #declare #description)
+        quote!({ #makers #handler #declare #description })
     }
 
     /// Converts the call's result, spanned at the return type so a type
@@ -166,8 +167,15 @@ impl<'a> Shim<'a> {
             Some(ok_span) => {
                 let ok = Ident::new("__scriptling_ok", ok_span);
                 let value = value(ok_span, &ok);
-                let err = quote_spanned!(self.ret_span=>
-                    #krate::CallError::new(::std::string::ToString::to_string(&__scriptling_err)));
+                // A `CallError` is kept whole, anything else `Display` is
+                // shown (`__private::Failure` explains the pick).
+                let err = quote_spanned!(self.ret_span=> {
+                    // Only one of the two is picked.
+                    #[allow(unused_imports)]
+                    use #krate::__private::{KeepCallError as _, ShowError as _};
+                    let __scriptling_failure = #krate::__private::Failure::new(__scriptling_err);
+                    (&__scriptling_failure).kind().into_call_error(__scriptling_failure)
+                });
                 quote!(match #ret {
                     ::core::result::Result::Ok(#ok) => #value,
                     ::core::result::Result::Err(__scriptling_err) => ::core::result::Result::Err(#err),
@@ -212,26 +220,44 @@ fn take_args(params: &[Param]) -> (TokenStream, Vec<Ident>) {
         let ty = &p.ty;
         let take = match &p.default {
             None => quote_spanned!(ty.span()=> #args.take::<#ty>(#i)?),
-            Some(default) => {
-                let value = params::default_value(default);
-                quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#i, || #value)?)
+            Some(_) => {
+                let default = default_ident(i);
+                quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#i, #default)?)
             }
         };
-        // The default is the user's expression in a closure: when it is a
-        // bare call, clippy would blame their code for the closure.
-        quote!(#[allow(clippy::redundant_closure)] let #binding: #ty = #take;)
+        quote!(let #binding: #ty = #take;)
     });
     (quote!(#(#takes)*), bindings)
 }
 
+/// The closure that makes parameter `index`'s default.
+fn default_ident(index: usize) -> Ident {
+    format_ident!("__scriptling_default{}", index)
+}
+
+/// `let __scriptling_defaultN = || -> T { <default> };` for each parameter
+/// with a default. The handler (for each call without the argument) and
+/// the help text (once) both call it, so the user's expression is
+/// type-checked once and a mistake in it is reported once.
+fn default_makers(params: &[Param]) -> TokenStream {
+    let makers = params.iter().enumerate().filter_map(|(i, p)| {
+        let default = p.default.as_ref()?;
+        let (ty, ident, value) = (&p.ty, default_ident(i), params::default_value(default));
+        // The default is the user's expression in a closure: when it is a
+        // bare call, clippy would blame their code for the closure.
+        Some(quote!(#[allow(clippy::redundant_closure)] let #ident = || -> #ty { #value };))
+    });
+    quote!(#(#makers)*)
+}
+
 /// `.param("name")` / `.optional_param("name", <shown default>)` calls.
 fn declare_params(params: &[Param]) -> TokenStream {
-    let declare = params.iter().map(|p| {
+    let declare = params.iter().enumerate().map(|(i, p)| {
         let name = &p.name;
         match &p.default {
             None => quote!(.param(#name)),
             Some(default) => {
-                let shown = params::shown_default(p, default);
+                let shown = params::shown_default(p, default, &default_ident(i));
                 quote!(.optional_param(#name, #shown))
             }
         }

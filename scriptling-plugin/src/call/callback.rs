@@ -243,8 +243,8 @@ impl Callback {
     fn origin(&self) -> String {
         let function = self.scope.as_ref().map(|s| s.call.label());
         match (function, &self.param) {
-            (Some(function), Some(param)) => format!("{function}(): {param}"),
-            (Some(function), None) => format!("{function}(): callback {}", self.id),
+            (Some(function), Some(param)) => format!("{function}: {param}"),
+            (Some(function), None) => format!("{function}: callback {}", self.id),
             (None, Some(param)) => format!("{param}"),
             (None, None) => format!("callback {}", self.id),
         }
@@ -259,12 +259,12 @@ impl Callback {
     fn prepare(&self, args: impl IntoArgs) -> Result<(&CallScope, CallbackParams<'_>), CallError> {
         let id = &self.id;
         let Some(scope) = &self.scope else {
-            return Err(CallError::new(format!(
+            return Err(CallError::as_is(format!(
                 "unknown callback {id}: it was received outside a plugin call, so it can never be called"
             )));
         };
         if scope.call.is_finished() {
-            return Err(CallError::new(format!(
+            return Err(CallError::as_is(format!(
                 "unknown callback {id}: it expired when the plugin call that received it returned"
             )));
         }

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::call::error::Label;
 use crate::call::link::Link;
 use crate::call::logstream::LogStream;
 use crate::support::sync::{self, AtomicBool, AtomicUsize, Ordering};
@@ -42,8 +43,8 @@ pub(crate) trait HostWaits: Send + Sync {
 /// The state of one call, shared with anything that outlives its handler
 /// (callback handles, object guards, its log records).
 pub(crate) struct CallState {
-    /// `greet`, `Counter.inc`: for reports about the call.
-    label: Arc<str>,
+    /// `greet()`, `Counter.inc()`: for reports about the call.
+    label: Label,
     finished: AtomicBool,
     waiting_on_host: AtomicUsize,
     /// Objects this call holds a guard on.
@@ -54,7 +55,7 @@ pub(crate) struct CallState {
 
 impl CallState {
     /// The state of a new call named `label`.
-    pub(crate) fn new(label: Arc<str>) -> Arc<Self> {
+    pub(crate) fn new(label: Label) -> Arc<Self> {
         Arc::new(Self {
             label,
             finished: AtomicBool::new(false),
@@ -65,7 +66,7 @@ impl CallState {
     }
 
     /// The call's name, for reports.
-    pub(crate) fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &Label {
         &self.label
     }
 
@@ -193,8 +194,8 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&CallScope>) -> R) -> R {
 }
 
 /// The current call's name, if the SDK is running one on this thread.
-pub(crate) fn current_label() -> Option<Arc<str>> {
-    with_current(|scope| scope.map(|s| Arc::clone(&s.call.label)))
+pub(crate) fn current_label() -> Option<Label> {
+    with_current(|scope| scope.map(|s| s.call.label.clone()))
 }
 
 /// A future that runs every poll of `F` inside its scope (marked async).
@@ -289,6 +290,6 @@ mod tests {
         assert!(!call.is_finished());
         call.finish();
         assert!(call.is_finished());
-        assert_eq!(call.label(), "f");
+        assert_eq!(call.label().to_string(), "f()");
     }
 }

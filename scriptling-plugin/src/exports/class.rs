@@ -276,7 +276,7 @@ impl Class {
                 let qualified = format!("{class}.{}", p.name);
                 let entry = PropertyEntry {
                     getter: p.getter.qualify(qualified.clone()),
-                    setter: p.setter.map(|s| s.qualify(qualified)),
+                    setter: p.setter.map(|s| s.qualify_setter(qualified)),
                 };
                 (p.name, entry)
             })

@@ -25,7 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::call::error::CallError;
+use crate::call::error::{CallError, Label};
 use crate::call::objects::{Entry, Object, PluginClass};
 use crate::exports::script;
 use crate::support::quoted_names;
@@ -69,12 +69,13 @@ impl Param {
     }
 }
 
-/// What an error message needs to know about a callable: its qualified name
-/// and parameters. Shared by every call through an `Arc`.
+/// What an error message needs to know about a callable: how to name it
+/// and its parameters. Shared by every call through an `Arc`.
 #[derive(Debug)]
 pub(crate) struct Signature {
-    /// `greet`, or `Counter.inc` for methods.
-    pub(crate) label: Arc<str>,
+    /// `greet()`, `Counter.inc()`, or `can't set attribute 'value' of
+    /// Counter` for a setter.
+    pub(crate) label: Label,
     pub(crate) params: Vec<Param>,
 }
 
@@ -274,6 +275,13 @@ impl Function {
         self.signature_mut().label = qualified.into();
         self
     }
+
+    /// Names the callable as the setter of the property `qualified`
+    /// (`Counter.value`), whose errors say what could not be set.
+    pub(crate) fn qualify_setter(mut self, qualified: String) -> Self {
+        self.signature_mut().label = Label::setter(qualified);
+        self
+    }
 }
 
 impl std::fmt::Debug for Function {
@@ -413,13 +421,11 @@ impl Args {
     }
 
     fn convert<T: FromValue>(&self, index: usize, value: Value) -> Result<T, CallError> {
-        T::from_argument(value, &self.signature.params[index].name).map_err(|e| {
-            CallError::about_call(format!(
-                "argument '{}'{} {}",
-                self.signature.params[index].name,
-                e.path(),
-                e.reason()
-            ))
+        let name = &self.signature.params[index].name;
+        T::from_argument(value, name).map_err(|e| match self.signature.label.is_setter() {
+            // `p.name = 42`: the script assigned a value; it passed no argument.
+            true => CallError::about_call(format!("the value{} {}", e.path(), e.reason())),
+            false => CallError::about_call(format!("argument '{name}'{} {}", e.path(), e.reason())),
         })
     }
 }
@@ -454,7 +460,7 @@ mod tests {
         let kw: BTreeMap<String, Value> = kw.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         match Args::bind(sig(params), None, pos, kw) {
             Ok(_) => panic!("expected an error"),
-            Err(e) => e.into_message("greet"),
+            Err(e) => e.into_message(&"greet".into()),
         }
     }
 
@@ -483,13 +489,13 @@ mod tests {
         let mut args =
             Args::bind(sig(&[("name", true), ("greeting", false)]), None, vec![Value::Int(5)], BTreeMap::new())
                 .unwrap();
-        let err = args.take::<String>(0).unwrap_err().into_message("greet");
+        let err = args.take::<String>(0).unwrap_err().into_message(&"greet".into());
         assert_eq!(err, "greet(): argument 'name' must be a string, got int");
         assert_eq!(args.take_or_else(1, || "Hi".to_string()).unwrap(), "Hi");
         let mut args =
             Args::bind(sig(&[("names", true)]), None, vec![Value::List(vec!["a".into(), 2.into()])], BTreeMap::new())
                 .unwrap();
-        let err = args.take::<Vec<String>>(0).unwrap_err().into_message("greet");
+        let err = args.take::<Vec<String>>(0).unwrap_err().into_message(&"greet".into());
         assert_eq!(err, "greet(): argument 'names'[1] must be a string, got int");
     }
 
@@ -505,7 +511,7 @@ mod tests {
     #[test]
     fn return_values_and_errors() {
         assert_eq!(returned(5i32.into_value()), Ok(Value::Int(5)));
-        let err = returned(u64::MAX.into_value()).unwrap_err().into_message("f");
+        let err = returned(u64::MAX.into_value()).unwrap_err().into_message(&"f".into());
         assert!(err.starts_with("f(): cannot return the result: the u64"), "{err}");
     }
 }

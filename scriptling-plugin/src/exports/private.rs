@@ -109,10 +109,94 @@ impl<T> ShowRust for Shown<T> {
     }
 }
 
+/// A handler's `Err(e)`, on its way to becoming the call's [`CallError`]:
+/// a `CallError` is kept whole (one the SDK made may be final as it is, like
+/// an expired callback's `unknown callback cb-1`), any other error becomes
+/// `CallError::new(e.to_string())`. The generated code calls
+/// `(&failure).kind().into_call_error(failure)`; [`KeepCallError`] is found
+/// first where it applies, [`ShowError`] one reference deeper, as with
+/// [`ShowDefault`] (and as `anyhow!` tells its argument's kinds apart).
+pub struct Failure<E> {
+    error: E,
+    /// `E`'s `to_string`, kept here so that only [`new`](Failure::new)
+    /// needs `E: Display`, and a type without it is reported once, there.
+    show: fn(&E) -> String,
+}
+
+impl<E: HandlerError> Failure<E> {
+    /// Holds a handler's error.
+    pub fn new(error: E) -> Self {
+        Failure { error, show: E::to_string }
+    }
+}
+
+/// What a handler's error type must be: something with a message.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a plugin call's error: the script is shown its message",
+    label = "`{Self}` does not implement `std::fmt::Display`",
+    note = "return `Result<T, E>` with an `E` that implements `Display`: `CallError`, `String`, `&'static str`, any `std::error::Error`"
+)]
+pub trait HandlerError: std::fmt::Display {}
+
+impl<E: std::fmt::Display + ?Sized> HandlerError for E {}
+
+/// Picks [`Kept`] for a handler's `CallError`.
+pub trait KeepCallError {
+    /// The conversion to use.
+    fn kind(&self) -> Kept {
+        Kept
+    }
+}
+
+impl KeepCallError for Failure<CallError> {}
+
+/// Picks [`ShownError`] for any other error that is `Display`.
+pub trait ShowError {
+    /// The conversion to use.
+    fn kind(&self) -> ShownError {
+        ShownError
+    }
+}
+
+impl<E> ShowError for &Failure<E> {}
+
+/// A handler's `CallError`, kept whole.
+pub struct Kept;
+
+impl Kept {
+    /// The error itself.
+    pub fn into_call_error(self, failure: Failure<CallError>) -> CallError {
+        failure.error
+    }
+}
+
+/// Any other error, by its `Display` text.
+pub struct ShownError;
+
+impl ShownError {
+    /// `CallError::new(error.to_string())`.
+    pub fn into_call_error<E>(self, failure: Failure<E>) -> CallError {
+        CallError::new((failure.show)(&failure.error))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::value::json::Json;
+
+    // Written exactly as the generated code calls it, borrows included.
+    #[allow(clippy::needless_borrow)]
+    #[test]
+    fn a_handlers_call_error_is_kept_and_any_other_error_shown() {
+        let kept = CallError::as_is("unknown callback cb-1: expired");
+        let failure = Failure::new(kept.clone());
+        assert_eq!((&failure).kind().into_call_error(failure), kept);
+        let failure = Failure::new("disk full");
+        assert_eq!((&failure).kind().into_call_error(failure), CallError::new("disk full"));
+        let failure = Failure::new(std::io::Error::other("gone"));
+        assert_eq!((&failure).kind().into_call_error(failure), CallError::new("gone"));
+    }
 
     struct Opaque;
 

@@ -457,17 +457,17 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcE
 
 /// Serialises `value` as a result, or explains (for the call `qualified`) why
 /// it cannot be sent.
-pub(crate) fn encode_result<T: Serialize + ?Sized>(value: &T, qualified: &str) -> Result<Encoded, RpcError> {
-    serde_json::to_vec(value).map(Encoded::from).map_err(|e| cannot_send(qualified, &e))
+pub(crate) fn encode_result<T: Serialize + ?Sized>(value: &T, label: &impl fmt::Display) -> Result<Encoded, RpcError> {
+    serde_json::to_vec(value).map(Encoded::from).map_err(|e| cannot_send(label, &e))
 }
 
 /// [`encode_result`] for a value (see `codec::encode_owned`).
-pub(crate) fn encode_value(value: Value, qualified: &str) -> Result<Encoded, RpcError> {
-    codec::encode_owned(value).map_err(|e| cannot_send(qualified, &e))
+pub(crate) fn encode_value(value: Value, label: &impl fmt::Display) -> Result<Encoded, RpcError> {
+    codec::encode_owned(value).map_err(|e| cannot_send(label, &e))
 }
 
-fn cannot_send(qualified: &str, error: &serde_json::Error) -> RpcError {
-    RpcError::application(format!("{qualified}(): cannot send the result: {error}"))
+fn cannot_send(label: &impl fmt::Display, error: &serde_json::Error) -> RpcError {
+    RpcError::application(format!("{label}: cannot send the result: {error}"))
 }
 
 /// Writes a request frame for one of the plugin's own calls into `out`.

@@ -336,7 +336,7 @@ impl Dispatcher {
             (0, true, _) => return Ok((&property.getter, Some(entry), (args, kwargs), Encode::Value)),
             (1, true, Some(setter)) => return Ok((setter, Some(entry), (args, kwargs), Encode::Value)),
             (0, false, _) => format!("property '{name}' of {} does not accept keyword arguments", class.name()),
-            (1, true, None) => format!("can't set attribute '{name}': property is read-only"),
+            (1, true, None) => format!("can't set attribute '{name}' of {}: property is read-only", class.name()),
             (n, _, _) => format!(
                 "property '{name}' of {} takes no arguments to get or one positional argument to set, got {n}{}",
                 class.name(),
@@ -500,7 +500,7 @@ impl Job for CallJob {
     }
 
     fn refuse(self: Box<Self>, reason: String) {
-        let message = format!("{}(): {reason}", self.call.signature.label);
+        let message = format!("{}: {reason}", self.call.signature.label);
         self.done.send(Err(RpcError::application(message)));
     }
 }

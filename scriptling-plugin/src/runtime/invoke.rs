@@ -43,7 +43,7 @@ pub(crate) struct Call {
 
 impl Call {
     fn scope(&self, link: &Arc<Link>, pool: Option<Arc<dyn HostWaits>>) -> (Arc<CallState>, CallScope) {
-        let call = CallState::new(Arc::clone(&self.signature.label));
+        let call = CallState::new(self.signature.label.clone());
         let scope = CallScope {
             link: Arc::clone(link),
             call: Arc::clone(&call),
@@ -131,11 +131,11 @@ pub(crate) fn release(
 
 /// Encodes a call's result, or names the call in its error.
 fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, String>) -> Outcome {
-    let qualified = &signature.label;
+    let label = &signature.label;
     match result {
-        Ok(Ok(Value::Object(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, qualified),
+        Ok(Ok(Value::Object(remote))) if matches!(encode, Encode::NewObject) => rpc::encode_result(&remote, label),
         Ok(Ok(other)) if matches!(encode, Encode::NewObject) => Err(RpcError::application(format!(
-            "{qualified}(): the constructor returned {} instead of a new instance",
+            "{label}: the constructor returned {} instead of a new instance",
             other.type_name()
         ))),
         Ok(Ok(value)) if matches!(encode, Encode::Tool) => {
@@ -144,10 +144,10 @@ fn finish(signature: &Signature, encode: Encode, result: Result<CallOutcome, Str
                 success: bool,
                 result: Plain<'a>,
             }
-            rpc::encode_result(&Answer { success: true, result: Plain(&value) }, qualified)
+            rpc::encode_result(&Answer { success: true, result: Plain(&value) }, label)
         }
-        Ok(Ok(value)) => rpc::encode_value(value, qualified),
-        Ok(Err(e)) => Err(RpcError::application(e.into_message(qualified))),
-        Err(panic) => Err(RpcError::application(format!("{qualified}(): panicked: {panic}"))),
+        Ok(Ok(value)) => rpc::encode_value(value, label),
+        Ok(Err(e)) => Err(RpcError::application(e.into_message(label))),
+        Err(panic) => Err(RpcError::application(format!("{label}: panicked: {panic}"))),
     }
 }

@@ -31,7 +31,7 @@ pub(crate) fn install_hook(full_reports: bool) {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| match context::current_label() {
-            Some(call) => eprintln!("{}", one_line(&call, info)),
+            Some(call) => eprintln!("{}", one_line(call.name(), info)),
             None => previous(info),
         }));
     });

@@ -365,7 +365,7 @@ mod tests {
         mine.0 = 2;
         let err = obj.read().err().unwrap();
         assert_eq!(
-            err.into_message("Thing.merge"),
+            err.into_message(&"Thing.merge".into()),
             "Thing.merge(): Thing object 1 is already mutably borrowed by this call, so it cannot be read until that \
              borrow ends"
         );
