@@ -123,3 +123,30 @@ print(c.label)
     let Some(out) = run(&["properties"], script) else { return };
     assert_eq!(out, "can't set attribute 'value' of Counter: the value must be an int, got string\ncounter:7\n");
 }
+
+/// What the README says the host's `help()` prints: the SDK's help text for
+/// functions and for methods reached through their class, and the host's own
+/// terse lines where 0.20.1 shows none (if a later host shows more, this
+/// fails, and the README's table is due an update).
+#[test]
+fn help_through_the_real_host_is_what_the_readme_says() {
+    let script = r#"import plugin.hello as h
+help(h.greet)
+help(h.Counter.inc)
+c = h.Counter(1)
+help(c.inc)
+help(h.Counter)
+help(h.Counter.__init__)
+"#;
+    let Some(out) = run(&["hello"], script) else { return };
+    let expected = "Help for builtin function:\n\
+        greet(name, greeting=\"Hello\")\n\nReturns a greeting for `name`.\n\
+        Help for builtin function:\ninc(amount)\n\nAdds `amount` and returns the new value.\n\
+        Help for FUNCTION:\n  Type: FUNCTION\n  Value: <bound method>\n\
+        Help for class 'Counter':\n\nAvailable methods:\n  - __init__\n  - inc\n  - get\n\
+        Help for builtin function:\n  No documentation available\n";
+    assert_eq!(out, expected);
+    let script = "import plugin.properties as pr\nhelp(pr.Counter.value)\n";
+    let Some(out) = run(&["properties"], script) else { return };
+    assert_eq!(out, "Help for PROPERTY:\n  Type: PROPERTY\n  Value: <property>\n");
+}

@@ -21,7 +21,10 @@ mod my_plugin {
 
     /// Returns a greeting for `name`.
     #[plugin_fn]
-    fn greet(name: String, #[arg(default = "Hello")] greeting: String) -> Result<String, CallError> {
+    fn greet(
+        name: String,
+        #[arg(default = "Hello")] greeting: String,
+    ) -> Result<String, CallError> {
         if name.is_empty() {
             return Err(CallError::new("name must not be empty"));
         }
@@ -61,5 +64,7 @@ mod my_plugin {
 }
 
 fn main() -> Result<(), ServeError> {
-    Plugin::new("my_plugin", env!("CARGO_PKG_VERSION"), "A starter plugin").exports(my_plugin::exports).run()
+    Plugin::new("my_plugin", env!("CARGO_PKG_VERSION"), "A starter plugin")
+        .exports(my_plugin::exports)
+        .run()
 }
