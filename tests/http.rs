@@ -735,9 +735,9 @@ fn each_client_keeps_at_most_its_object_limit() {
     let (_, refused) = served.post_with(&alice, new_resource("a3").as_bytes());
     assert_eq!(
         refused["error"]["message"],
-        "Resource(): cannot return the result: cannot create another Resource object: this client already has 3 \
-         objects alive, the most it may keep (SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects); destroy \
-         objects it no longer needs (release() in a script)"
+        "Resource(): this client's object limit is reached: it has 3 objects alive, the most it may keep \
+         (SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects), so no Resource can be created until it destroys \
+         one it no longer needs (release() in a script)"
     );
     // Another client has its own allowance; a destroyed object frees a place.
     let (_, bob) = served.post_with(&[("X-Scriptling-Client", "bob")], new_resource("b").as_bytes());

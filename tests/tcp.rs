@@ -5,8 +5,8 @@
 //! plain JSON, the Scriptling protocol with callbacks and logs on the same
 //! connection, objects per connection, the limits and the signals.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -16,96 +16,8 @@ use serde_json::{Value as Json, json};
 
 mod common;
 
+use common::tcp::{LineClient, WAIT, serve, tool};
 use common::{Raw, Stop};
-
-const WAIT: Duration = Duration::from_secs(15);
-
-/// The fixture plugin serving TCP on a free port.
-struct Server {
-    raw: Raw,
-    addr: SocketAddr,
-}
-
-fn serve(env: &[(&str, &str)]) -> Server {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
-    command.args(["--listen", "tcp://127.0.0.1:0"]).envs(env.iter().copied());
-    let raw = Raw::spawn(&mut command);
-    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
-    let addr = stderr
-        .split("listening at tcp://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|addr| addr.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {stderr}"));
-    Server { raw, addr }
-}
-
-impl Server {
-    fn host(&self) -> Host {
-        let host = Host::connect_tcp(self.addr).expect("connect");
-        host.set_timeout(WAIT);
-        host
-    }
-
-    fn line_client(&self) -> LineClient {
-        LineClient::connect(self.addr)
-    }
-
-    /// Stops the server with SIGTERM (Ctrl-Break on Windows); `None` where
-    /// that cannot be delivered.
-    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        self.raw.stop(Stop::Terminate).then(|| self.raw.wait(WAIT))
-    }
-}
-
-/// A bare line client, as a ten-line Python or `nc` session would be.
-struct LineClient {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl LineClient {
-    fn connect(addr: SocketAddr) -> LineClient {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        LineClient { writer: stream.try_clone().unwrap(), reader: BufReader::new(stream) }
-    }
-
-    fn send(&mut self, line: &str) {
-        self.try_send(line).unwrap();
-    }
-
-    fn try_send(&mut self, line: &str) -> std::io::Result<()> {
-        self.writer.write_all(format!("{line}\n").as_bytes())
-    }
-
-    /// The next line as JSON, or `None` when the server closed the connection.
-    fn recv(&mut self) -> Option<Json> {
-        let mut line = String::new();
-        match self.reader.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))),
-        }
-    }
-
-    fn request(&mut self, id: u64, method: &str, params: Json) -> Json {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
-        let answer = self.recv().expect("an answer");
-        assert_eq!(answer["id"], id, "{answer}");
-        answer
-    }
-
-    /// Whether the server closes the connection within `limit`.
-    fn closed_within(&mut self, limit: Duration) -> bool {
-        self.reader.get_ref().set_read_timeout(Some(limit)).unwrap();
-        let mut line = String::new();
-        matches!(self.reader.read_line(&mut line), Ok(0))
-    }
-}
-
-fn tool(client: &mut LineClient, id: u64, name: &str, arguments: Json) -> Json {
-    client.request(id, "tools/call", json!({"name": name, "arguments": arguments}))
-}
 
 #[test]
 fn hello_is_optional_without_a_token_and_says_who_the_server_is() {
@@ -143,14 +55,18 @@ fn with_a_token_only_hello_and_ping_are_served_until_hello_presents_it() {
     assert_eq!(refused["error"]["code"], -32001, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("send hello with the server's token"));
     assert_eq!(client.request(2, "ping", json!({}))["result"]["status"], "ok");
-    // Missing in hello, then wrong.
-    assert_eq!(client.request(3, "hello", json!({"name": "x"}))["error"]["code"], -32001);
-    let wrong = client.request(4, "hello", json!({"name": "x", "token": "s3cre"}));
-    assert_eq!(
-        wrong["error"],
-        json!({"code": -32001, "message": "authentication failed: hello must carry the server's token"})
-    );
     assert_eq!(client.request(5, "function.call", json!({"name": "echo", "args": []}))["error"]["code"], -32001);
+    // Missing in hello, or wrong: answered, and that connection closed.
+    let mut missing = server.line_client();
+    assert_eq!(missing.request(3, "hello", json!({"name": "x"}))["error"]["code"], -32001);
+    assert!(missing.recv().is_none());
+    let mut wrong = server.line_client();
+    let answer = wrong.request(4, "hello", json!({"name": "x", "token": "s3cre"}));
+    assert_eq!(
+        answer["error"],
+        json!({"code": -32001, "message": "authentication failed: hello must carry the server's token; closing the connection"})
+    );
+    assert!(wrong.recv().is_none());
     // Right: served from then on, the Scriptling protocol too.
     assert_eq!(client.request(6, "hello", json!({"name": "x", "token": "s3cret"}))["result"]["success"], true);
     assert_eq!(tool(&mut client, 7, "echo", json!({"value": 1}))["result"]["result"], 1);

@@ -5,6 +5,9 @@ use std::process::{Child, Command, Stdio};
 
 use scriptling_plugin::testing::example_path;
 
+#[allow(dead_code)] // used by the TCP tests only
+pub(crate) mod tcp;
+
 /// Runs the example `name` on `input` (written from another thread, then
 /// stdin closed) and returns its whole stdout and exit code.
 #[allow(dead_code)] // not every test crate that has this module uses it

@@ -297,6 +297,7 @@ impl Callback {
             OutgoingError::Unsupported(reason) | OutgoingError::Unsendable(reason) => {
                 CallError::new(format!("{}: {reason}", self.origin()))
             }
+            OutgoingError::Crowded(reason) => CallError::new(format!("{} not called: {reason}", self.origin())),
         }
     }
 }

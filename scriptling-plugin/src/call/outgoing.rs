@@ -36,6 +36,9 @@ pub(crate) enum OutgoingError {
     Unsupported(String),
     /// The request could not be encoded (a NaN among its arguments).
     Unsendable(String),
+    /// Not sent: as many sync calls as allowed already wait for this host
+    /// (the message says so, naming the limit).
+    Crowded(String),
 }
 
 pub(crate) type Reply = Result<Box<RawValue>, OutgoingError>;
@@ -81,6 +84,22 @@ struct State {
     pending: HashMap<u64, Waiter>,
     /// Set once the connection is gone; new requests fail with it.
     closed: Option<String>,
+    /// How many of `pending` are sync handlers blocking on the host.
+    blocking: usize,
+    /// The most that may (`usize::MAX`: no limit), and the setting that
+    /// raises it, for the message.
+    max_blocking: (usize, &'static str),
+}
+
+impl State {
+    /// Takes the waiter of `id` out, keeping the count of blocking ones.
+    fn take(&mut self, id: u64) -> Option<Waiter> {
+        let waiter = self.pending.remove(&id);
+        if matches!(waiter, Some(Waiter::Blocking(_))) {
+            self.blocking -= 1;
+        }
+        waiter
+    }
 }
 
 /// A registered request awaiting its answer. Dropping it unregisters it.
@@ -99,8 +118,21 @@ impl Outgoing {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             next_id: AtomicU64::new(1),
-            state: Mutex::new(State { pending: HashMap::new(), closed: None }),
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                closed: None,
+                blocking: 0,
+                max_blocking: (usize::MAX, ""),
+            }),
         })
+    }
+
+    /// Lets at most `most` sync handlers block on the host at once (a
+    /// network connection's bound, so that a client that never answers
+    /// cannot hold every thread of a pool the connections share); one
+    /// more fails at once, naming `setting`.
+    pub(crate) fn limit_blocking(&self, most: usize, setting: &'static str) {
+        self.state().max_blocking = (most, setting);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -139,13 +171,13 @@ impl Outgoing {
 
     /// Drops the waiter of `id` without telling it.
     pub(crate) fn forget(&self, id: u64) {
-        self.state().pending.remove(&id);
+        self.state().take(id);
     }
 
     /// Fails the request `id` with `error`, if it still waits (its answer,
     /// if it comes, is then late).
     fn expire(&self, id: u64, error: OutgoingError) {
-        let waiter = self.state().pending.remove(&id);
+        let waiter = self.state().take(id);
         if let Some(waiter) = waiter {
             waiter.deliver(id, Err(error));
         }
@@ -157,6 +189,16 @@ impl Outgoing {
         if let Some(reason) = &state.closed {
             return Err(OutgoingError::Closed(reason.clone()));
         }
+        if let Waiter::Blocking(_) = waiter {
+            let (most, setting) = state.max_blocking;
+            if state.blocking >= most {
+                return Err(OutgoingError::Crowded(format!(
+                    "this connection has {most} calls waiting for it to answer callbacks, the most it may ({setting}); \
+                     answer them first"
+                )));
+            }
+            state.blocking += 1;
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.pending.insert(id, waiter);
         Ok(id)
@@ -167,7 +209,7 @@ impl Outgoing {
         let Some(id) = id.and_then(|raw| raw.get().parse::<u64>().ok()) else {
             return Routed::Unknown;
         };
-        let Some(waiter) = self.state().pending.remove(&id) else {
+        let Some(waiter) = self.state().take(id) else {
             let issued = id != 0 && id < self.next_id.load(Ordering::Relaxed);
             return if issued { Routed::Late } else { Routed::Unknown };
         };
@@ -185,6 +227,7 @@ impl Outgoing {
         let drained: Vec<_> = {
             let mut state = self.state();
             state.closed.get_or_insert_with(|| reason.to_owned());
+            state.blocking = 0;
             state.pending.drain().collect()
         };
         for (id, waiter) in drained {

@@ -299,7 +299,10 @@ fn result_value<R: IntoValue>(r: R) -> CallOutcome {
 
 /// A returned value as the call's outcome, or why it cannot be returned.
 pub(crate) fn returned(value: Result<Value, IntoValueError>) -> CallOutcome {
-    value.map_err(|e| CallError::about_call(format!("cannot return the result: {e}")))
+    value.map_err(|e| match e.is_refusal() {
+        true => CallError::about_call(e.to_string()),
+        false => CallError::about_call(format!("cannot return the result: {e}")),
+    })
 }
 
 /// The arguments of one call, bound to the callable's parameters.

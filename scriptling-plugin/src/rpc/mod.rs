@@ -374,7 +374,24 @@ impl<'de> Deserialize<'de> for FirstFields<'de> {
 }
 
 fn parse_error(err: &serde_json::Error) -> RpcError {
-    RpcError::new(ErrorCode::ParseError, format!("parse error: {err}"))
+    RpcError::new(ErrorCode::ParseError, format!("parse error: {}", json_error(err)))
+}
+
+/// What serde_json says is wrong with a text, in words a client can act
+/// on. Its two errors for a string escape that is half of a UTF-16
+/// surrogate pair ("unexpected end of hex escape", and "lone leading
+/// surrogate in hex escape" for a trailing half) are said as what they are.
+pub(crate) fn json_error(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    if !text.contains("hex escape") {
+        return text;
+    }
+    format!(
+        "a string escape is half of a UTF-16 surrogate pair (\\ud800-\\udfff) without its other half, which is \
+         not a character, at line {} column {}",
+        err.line(),
+        err.column()
+    )
 }
 
 /// Writes a success response frame (without a trailing newline) into `out`.

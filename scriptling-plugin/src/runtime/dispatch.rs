@@ -442,7 +442,7 @@ impl DecodeJob {
             return match parsed {
                 Ok(params) => dispatcher.tools_call(params, owner, done, here),
                 Err(e) => {
-                    let message = format!("tools/call: invalid params: {e}");
+                    let message = format!("tools/call: invalid params: {}", rpc::json_error(&e));
                     done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)))
                 }
             };
@@ -457,7 +457,7 @@ impl DecodeJob {
         match parsed {
             Ok(params) => dispatcher.route(method, Some(params), owner, done, here),
             Err(e) => {
-                let message = format!("{}: invalid params: {e}", method.name());
+                let message = format!("{}: invalid params: {}", method.name(), rpc::json_error(&e));
                 done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
             }
         }

@@ -33,8 +33,8 @@ use windows as os;
 compile_error!("scriptling-plugin serves plugins on Unix (Linux, macOS, the BSDs) and Windows");
 
 pub(crate) use os::{
-    Readable, StopEvents, ThreadClock, raise_file_limit, ready_now, return_freed_memory, stdin_is_pipe, take_stdout,
-    tune_allocator, wait_to_accept,
+    Readable, StopEvents, ThreadClock, out_of_descriptors, raise_file_limit, ready_now, return_freed_memory,
+    stdin_is_pipe, take_stdout, tune_allocator, wait_to_accept,
 };
 
 /// Tells a reader to stop: its current or next read returns [`stopped`]

@@ -492,6 +492,12 @@ pub(crate) fn return_freed_memory() {
     }
 }
 
+/// Whether `error` says the process (or the system) has no file
+/// descriptor left to give.
+pub(crate) fn out_of_descriptors(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Raises the soft limit on open files towards `files` (plus room for
 /// everything else), within the hard limit, as Go's runtime does at start.
 pub(crate) fn raise_file_limit(files: usize) {

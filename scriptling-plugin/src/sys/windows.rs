@@ -473,6 +473,11 @@ pub(crate) fn tune_allocator() {}
 /// Nothing to do: the Windows heap returns what it can by itself.
 pub(crate) fn return_freed_memory() {}
 
+/// Whether `error` says no socket is left to give (`WSAEMFILE`).
+pub(crate) fn out_of_descriptors(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(10024)
+}
+
 /// Nothing to do: Windows has no per-process limit on open sockets.
 pub(crate) fn raise_file_limit(_files: usize) {}
 

@@ -194,6 +194,9 @@ impl std::error::Error for FromValueError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IntoValueError {
     message: String,
+    /// A refusal that names what failed itself (an object limit), not a
+    /// value that could not be converted.
+    refusal: bool,
 }
 
 impl IntoValueError {
@@ -204,7 +207,18 @@ impl IntoValueError {
     /// assert_eq!(IntoValueError::new("too big").to_string(), "too big");
     /// ```
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self { message: message.into(), refusal: false }
+    }
+
+    /// A refusal to make the value, told as it is: the call failed for
+    /// this reason, not because its result could not be converted.
+    pub(crate) fn refusal(message: impl Into<String>) -> Self {
+        Self { message: message.into(), refusal: true }
+    }
+
+    /// Whether this is a [`refusal`](Self::refusal).
+    pub(crate) fn is_refusal(&self) -> bool {
+        self.refusal
     }
 }
 

@@ -294,7 +294,7 @@ pub fn into_object<T: PluginClass>(value: T) -> Result<Value, IntoValueError> {
             crate::support::short_type_name::<T>()
         )));
     };
-    let entry = link.objects.insert(Arc::clone(class), value, owner).map_err(IntoValueError::new)?;
+    let entry = link.objects.insert(Arc::clone(class), value, owner).map_err(IntoValueError::refusal)?;
     Ok(Value::Object(entry.object_ref(&link.library)))
 }
 

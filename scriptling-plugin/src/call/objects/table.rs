@@ -30,6 +30,8 @@ pub(crate) struct Limit {
     pub(crate) most: usize,
     /// How to raise it (`SCRIPTLING_PLUGIN_MAX_OBJECTS`), for the message.
     pub(crate) setting: &'static str,
+    /// Whom it limits (`connection`, `client`), for the message.
+    pub(crate) owner: &'static str,
 }
 
 /// Every live object of a session.
@@ -116,9 +118,9 @@ impl ObjectTable {
         let count = state.owned.entry(owner.clone()).or_default();
         if *count >= limit.most {
             return Err(format!(
-                "cannot create another {} object: this client already has {} objects alive, the most it may keep \
-                 ({}); destroy objects it no longer needs (release() in a script)",
-                class.name, limit.most, limit.setting
+                "this {}'s object limit is reached: it has {} objects alive, the most it may keep ({}), so no {} \
+                 can be created until it destroys one it no longer needs (release() in a script)",
+                limit.owner, limit.most, limit.setting, class.name
             ));
         }
         *count += 1;
@@ -251,12 +253,12 @@ mod tests {
     #[test]
     fn each_owner_keeps_at_most_the_limit_and_freed_places_come_back() {
         let next = AtomicU64::new(0);
-        let limit = Limit { most: 2, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS" };
+        let limit = Limit { most: 2, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS", owner: "client" };
         let table = ObjectTable::generated(move || Ok(next.fetch_add(1, Ordering::Relaxed).to_string()), Some(limit));
         let first = add(&table, Some("alice")).unwrap();
         add(&table, Some("alice")).unwrap();
         let refused = add(&table, Some("alice")).err().unwrap();
-        assert!(refused.contains("already has 2 objects alive"), "{refused}");
+        assert!(refused.starts_with("this client's object limit is reached: it has 2 objects alive"), "{refused}");
         assert!(refused.contains("SCRIPTLING_PLUGIN_MAX_OBJECTS"), "{refused}");
         // Others have their own allowance, anonymous clients share one.
         add(&table, Some("bob")).unwrap();

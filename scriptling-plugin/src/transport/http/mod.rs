@@ -112,7 +112,11 @@ pub(crate) async fn serve(
     let grace = core.options.shutdown_grace;
     let runtime = Handle::current();
     let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
-    let limit = Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects" };
+    let limit = Limit {
+        most: config.max_objects,
+        setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, HttpConfig::max_objects",
+        owner: "client",
+    };
     let objects = ObjectTable::generated(random_id, Some(limit));
     let waits = core.options.waits();
     // HTTP cannot carry the plugin's own requests: no host channel.

@@ -27,6 +27,19 @@ pub(crate) enum Quiet {
     End(String),
 }
 
+/// The error a read fails with when a line begun [`Input::limit_lines`]
+/// ago is still not finished (a client dribbling it a byte at a time).
+#[derive(Debug)]
+pub(crate) struct LineUnfinished(pub(crate) Duration);
+
+impl std::fmt::Display for LineUnfinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a request line begun {:?} ago is still not finished", self.0)
+    }
+}
+
+impl std::error::Error for LineUnfinished {}
+
 /// Asked before the input waits, with when it last delivered bytes: how
 /// long a quiet input is left waiting (a connection's idle and `hello`
 /// limits).
@@ -44,12 +57,54 @@ pub(crate) struct Input<R> {
     spin: Duration,
     /// An answer from the host is due (see [`Input::expect_answer`]).
     expecting: bool,
+    /// How long a line may take once begun (`None`: for ever).
+    line_limit: Option<Duration>,
+    /// When the line not yet finished began (`None`: none has).
+    line_started: Option<Instant>,
 }
 
 impl<R: Readable> Input<R> {
     /// Reads `inner` until `stop`.
     pub(crate) fn new(inner: R, stop: Arc<Stop>) -> Self {
-        Self { inner, stop, quiet: None, last_read: Instant::now(), spin: Duration::ZERO, expecting: false }
+        Self {
+            inner,
+            stop,
+            quiet: None,
+            last_read: Instant::now(),
+            spin: Duration::ZERO,
+            expecting: false,
+            line_limit: None,
+            line_started: None,
+        }
+    }
+
+    /// Fails the read (with [`LineUnfinished`], as `TimedOut`) once a line
+    /// has taken `limit` since its first byte came: every byte resets the
+    /// quiet limits, this one it cannot.
+    pub(crate) fn limit_lines(&mut self, limit: Duration) {
+        self.line_limit = Some(limit);
+    }
+
+    /// Notes where the bytes just read leave the line under way.
+    fn track_line(&mut self, read: &[u8]) {
+        match read.iter().rposition(|&b| b == b'\n') {
+            Some(end) => self.line_started = (end + 1 < read.len()).then(Instant::now),
+            None if !read.is_empty() => {
+                self.line_started.get_or_insert_with(Instant::now);
+            }
+            None => {}
+        }
+    }
+
+    /// The moment the line under way must be finished by, or the error
+    /// if it has passed.
+    fn line_deadline(&self) -> io::Result<Option<Instant>> {
+        let (Some(limit), Some(started)) = (self.line_limit, self.line_started) else { return Ok(None) };
+        let deadline = started.checked_add(limit);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, LineUnfinished(limit)));
+        }
+        Ok(deadline)
     }
 
     /// Limits how long the input may stay quiet (see [`Quiet`]).
@@ -87,16 +142,23 @@ impl<R: Readable> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.spin();
         loop {
-            let until = match &mut self.quiet {
+            let quiet = match &mut self.quiet {
                 None => None,
                 Some(hook) => match hook(self.last_read) {
                     Quiet::Until(until) => until,
                     Quiet::End(reason) => return Err(io::Error::new(io::ErrorKind::TimedOut, reason)),
                 },
             };
+            let until = match (quiet, self.line_deadline()?) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if let Some(n) = sys::read(&mut self.inner, &self.stop, buf, until)? {
                 if self.quiet.is_some() {
                     self.last_read = Instant::now();
+                }
+                if self.line_limit.is_some() {
+                    self.track_line(&buf[..n]);
                 }
                 return Ok(n);
             }

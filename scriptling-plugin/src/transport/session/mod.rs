@@ -31,6 +31,7 @@ pub(crate) mod setup;
 pub(crate) mod writer;
 
 use std::io::{Read, Write};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,6 +57,10 @@ use crate::transport::signals::{SignalWatch, Signals};
 /// cannot be cancelled (a console on some Windows versions, a pipe made by
 /// a Unix program under Wine) is left to the process's exit.
 const READER_STOP: Duration = Duration::from_secs(1);
+
+/// How long calls get to end once their waits on the host have failed at
+/// the end of the shutdown grace.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// Why the session ends (or, after the first, more to answer as it does).
 pub(crate) enum Control {
@@ -111,6 +116,12 @@ impl Session {
         });
         let writer = FrameWriter::new(output, on_failure, setup.threads.writer, setup.queue_limit)?;
         let outgoing = Outgoing::new();
+        if let Some(most) = setup.max_waiting_calls {
+            outgoing.limit_blocking(most, "SCRIPTLING_PLUGIN_MAX_WAITING_CALLS, TcpConfig::max_waiting_calls");
+        }
+        if let Some(limit) = setup.line_timeout {
+            lines.source_mut().limit_lines(limit);
+        }
         let (pool, owned) = setup.take_pool();
         let Setup { core, runtime, objects, gate, idle, peer, threads, .. } = setup;
         // Off on one core, where polling could only delay the thread that
@@ -131,8 +142,10 @@ impl Session {
         if let Some(quiet) = quiet {
             lines.source_mut().limit_quiet(quiet);
         }
-        let routes = Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, peer });
-        let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes) };
+        let wrong_token = AtomicBool::new(false);
+        let routes =
+            Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, peer, wrong_token });
+        let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes), patience: idle };
         let (ended, reader_ended) = mpsc::channel::<()>();
         let reader = std::thread::Builder::new().name(threads.reader.into()).spawn(move || {
             let _ended = ended;
@@ -182,7 +195,13 @@ impl Session {
             Control::Eof => routes.outgoing.close("the host closed the connection"),
             Control::OutputClosed(error) => return self.end_abruptly(&error, deadline),
         }
-        if !dispatcher.wait_idle(deadline.unwrap_or_else(far_future)) {
+        // Calls still waiting for the host's answer at the end of the grace
+        // fail their waits, naming the shutdown, and so end with an answer.
+        let idle = dispatcher.wait_idle(deadline.unwrap_or_else(far_future)) || {
+            routes.outgoing.close(&format!("the plugin is shutting down and waited {grace:?} for the answer"));
+            dispatcher.wait_idle(Instant::now() + SETTLE)
+        };
+        if !idle {
             // A call whose lone answer waits in its write looks like one
             // still running: say when the host is why.
             let unread = match routes.writer.unwritten() {

@@ -9,7 +9,9 @@
 //! [`MOVE_LINES_FROM`] or more is moved out of the read buffer whole rather
 //! than copied.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 
@@ -19,7 +21,7 @@ use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Incoming};
 use crate::runtime::done::{Done, Outcome};
 use crate::sys::{Readable, Stop};
-use crate::transport::session::input::Input;
+use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
 use crate::transport::session::writer::{self, Frame, FrameWriter, Kind};
 use crate::transport::session::{Control, Gate};
@@ -40,6 +42,9 @@ pub(crate) struct Routes {
     pub(crate) gate: Option<Arc<Gate>>,
     /// Who is at the other end, for messages (`None`: the stdio host).
     pub(crate) peer: Option<Arc<str>>,
+    /// Set when a `hello` presented a wrong token: the reading ends after
+    /// the line that held it (one guess per connection).
+    pub(crate) wrong_token: AtomicBool,
 }
 
 /// The reading thread's state.
@@ -47,6 +52,9 @@ pub(crate) struct Reader<R> {
     pub(crate) lines: LineReader<Input<R>>,
     pub(crate) buf: Vec<u8>,
     pub(crate) routes: Arc<Routes>,
+    /// How long the host may read none of its answers, while the queue is
+    /// full, before the session ends (`None`: for ever).
+    pub(crate) patience: Option<Duration>,
 }
 
 impl<R: Readable> Reader<R> {
@@ -56,10 +64,18 @@ impl<R: Readable> Reader<R> {
         writer::queue_only_on_this_thread();
         loop {
             // A host that reads our answers slowly gets its requests read slowly.
-            routes.writer.wait_for_room(|| routes.stop.is_stopped());
+            if !routes.writer.wait_for_room(|| routes.stop.is_stopped(), self.patience) {
+                let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
+                routes.note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
+                break;
+            }
             match self.lines.next(&mut self.buf) {
                 Ok(Line::Frame) => {
                     let answer = self.serve_line();
+                    if routes.wrong_token.load(Ordering::Relaxed) {
+                        routes.note("closing: hello presented a wrong token");
+                        break;
+                    }
                     let due = answer || routes.outgoing.awaiting();
                     self.lines.source_mut().expect_answer(due);
                 }
@@ -79,6 +95,16 @@ impl<R: Readable> Reader<R> {
                 }
                 Ok(Line::Eof) => break,
                 Err(_) if routes.stop.is_stopped() => return,
+                Err(e) if e.get_ref().is_some_and(|e| e.is::<LineUnfinished>()) => {
+                    let limit = e.get_ref().and_then(|e| e.downcast_ref::<LineUnfinished>()).map(|l| l.0);
+                    let message = format!(
+                        "invalid request: {e} (the line timeout, {})",
+                        limit.map_or(String::new(), |l| format!("{l:?}: SCRIPTLING_PLUGIN_LINE_TIMEOUT"))
+                    );
+                    routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+                    routes.note(&format!("closing: {e}"));
+                    break;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     routes.note(&format!("closing: {e}"));
                     break;
@@ -132,35 +158,34 @@ impl Routes {
         match rpc::parse_text(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                self.serve(Incoming::new(frame, request), id);
+                self.writer.reserve(text.len());
+                let done = self.answer(id, text.len());
+                self.run(Incoming::new(frame, request), done);
             }
             Parsed::Single(Message::Response(response)) => {
                 self.route(&response);
                 return true;
             }
             Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
-            Parsed::Batch(messages) => self.batch(frame, messages),
+            Parsed::Batch(messages) => self.batch(frame, text.len(), messages),
         }
         false
-    }
-
-    /// Runs one request.
-    fn serve(&self, incoming: Incoming, id: Option<Id>) {
-        let done = self.answer(id);
-        self.run(incoming, done);
     }
 
     /// Runs one request (alone or in a batch): `plugin.shutdown` goes to
     /// the session, and behind a closed gate only `hello` and `ping` go on.
     fn run(&self, incoming: Incoming, done: Done) {
-        if let Some(gate) = self.gate.as_ref().filter(|g| !g.is_open()) {
+        if let Some(gate) = &self.gate {
             match incoming.method {
-                Method::Ping => {}
+                // Every hello is checked, before and after the gate opens.
                 Method::Hello if gate.present(incoming.token().as_deref()) => {}
                 Method::Hello => {
-                    let message = "authentication failed: hello must carry the server's token";
+                    self.wrong_token.store(true, Ordering::Relaxed);
+                    let message = "authentication failed: hello must carry the server's token; closing the connection";
                     return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
                 }
+                _ if gate.is_open() => {}
+                Method::Ping => {}
                 _ => {
                     let message = "authentication required: send hello with the server's token first";
                     return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
@@ -183,12 +208,15 @@ impl Routes {
     }
 
     /// Runs a batch's requests concurrently; one array answers them all.
-    fn batch(&self, frame: &Bytes, messages: Vec<Message<'_>>) {
+    /// Its `len` bytes count against the queue until then.
+    fn batch(&self, frame: &Bytes, len: usize, messages: Vec<Message<'_>>) {
         let writer = Arc::clone(&self.writer);
+        writer.reserve(len);
         let batch = Batch::new(Box::new(move |array| {
             if let Some(array) = array {
                 writer.send(Frame::line(Kind::Answer, array));
             }
+            writer.release(len);
         }));
         for message in messages {
             match message {
@@ -221,10 +249,11 @@ impl Routes {
         self.writer.send(Frame::line(Kind::Answer, line));
     }
 
-    /// Writes the answer to request `id`; a notification's is dropped.
-    fn answer(&self, id: Option<Id>) -> Done {
-        let Some(id) = id else { return Done::nobody() };
+    /// Writes the answer to request `id` (a notification's is dropped),
+    /// then releases the `reserved` bytes of its line.
+    fn answer(&self, id: Option<Id>, reserved: usize) -> Done {
         let writer = Arc::clone(&self.writer);
+        let Some(id) = id else { return Done::new(move |_| writer.release(reserved)) };
         Done::new(move |outcome: Outcome| {
             writer.send(match outcome {
                 // Written from where it was serialised: no copy of a large result.
@@ -242,6 +271,7 @@ impl Routes {
                     Frame::line(Kind::Answer, line)
                 }
             });
+            writer.release(reserved);
         })
     }
 }

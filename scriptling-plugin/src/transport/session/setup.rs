@@ -33,8 +33,14 @@ pub(crate) struct Setup {
     /// host of a stdio plugin, which needs no naming).
     pub(crate) peer: Option<Arc<str>>,
     /// Bytes of answers unwritten above which the session stops reading
-    /// requests (the host reads slowly).
+    /// requests (the host reads slowly). A host that then reads none of
+    /// them for the idle limit is closed.
     pub(crate) queue_limit: usize,
+    /// How long a line may take once begun (`None`: for ever).
+    pub(crate) line_timeout: Option<Duration>,
+    /// The most sync calls that may block waiting for this host to answer
+    /// (`None`: no limit but the pool's).
+    pub(crate) max_waiting_calls: Option<usize>,
     pub(crate) threads: ThreadNames,
 }
 
@@ -70,6 +76,8 @@ impl Setup {
             idle: None,
             peer: None,
             queue_limit: STDIO_QUEUE_LIMIT,
+            line_timeout: None,
+            max_waiting_calls: None,
             threads: ThreadNames { reader: "plugin-stdin", writer: "plugin-stdout" },
         }
     }

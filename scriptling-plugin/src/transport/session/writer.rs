@@ -162,8 +162,12 @@ enum Status {
 
 struct State {
     queue: VecDeque<Frame>,
-    /// Bytes sent and not yet written: what the high-water mark bounds.
+    /// Bytes sent and not yet written: with `reserved`, what the
+    /// high-water mark bounds.
     pending: usize,
+    /// Bytes of requests read whose answers are not yet sent (see
+    /// [`FrameWriter::reserve`]).
+    reserved: usize,
     /// Bytes written so far: the drain's measure of progress.
     written: u64,
     /// The frames the writer thread took and has not finished writing.
@@ -217,6 +221,7 @@ impl FrameWriter {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 pending: 0,
+                reserved: 0,
                 written: 0,
                 writing: Undelivered::default(),
                 status: Status::Open,
@@ -375,13 +380,43 @@ impl FrameWriter {
         state
     }
 
-    /// Blocks while more than the high-water mark is unwritten (the host
-    /// reads slowly), until [`wake`](Self::wake) says to stop waiting.
-    pub(crate) fn wait_for_room(&self, stop: impl Fn() -> bool) {
+    /// Counts `bytes` (a request just read) against the high-water mark
+    /// until its answer is sent ([`release`](Self::release)): so the calls
+    /// under way bound the reading too, not only the answers queued.
+    pub(crate) fn reserve(&self, bytes: usize) {
+        lock(&self.state).reserved += bytes;
+    }
+
+    /// Stops counting `bytes` [`reserve`](Self::reserve)d (their answer has
+    /// been sent, or there is none).
+    pub(crate) fn release(&self, bytes: usize) {
         let mut state = lock(&self.state);
-        while state.pending > self.high_water && state.status == Status::Open && !stop() {
-            state = self.wait_progress(state, None);
+        state.reserved -= bytes;
+        if state.progress_waiters > 0 {
+            self.progress.notify_all();
         }
+    }
+
+    /// Blocks while more than the high-water mark is unwritten or reserved
+    /// (the host reads slowly, or sends more than runs), until
+    /// [`wake`](Self::wake) says to stop waiting. Returns `false` if answers
+    /// waited and none was written for `patience` (the host reads none of
+    /// its answers); calls under way with no answer waiting have no limit.
+    pub(crate) fn wait_for_room(&self, stop: impl Fn() -> bool, patience: Option<Duration>) -> bool {
+        let mut state = lock(&self.state);
+        let mut progress = (state.written, Instant::now());
+        while state.pending + state.reserved > self.high_water && state.status == Status::Open && !stop() {
+            if state.written != progress.0 || state.pending == 0 {
+                progress = (state.written, Instant::now());
+            }
+            let left = match patience.map(|p| p.checked_sub(progress.1.elapsed())) {
+                Some(None) => return false,
+                Some(left) if state.pending > 0 => left,
+                _ => None,
+            };
+            state = self.wait_progress(state, left);
+        }
+        true
     }
 
     /// Bytes sent and not yet written.
@@ -684,7 +719,7 @@ mod tests {
         queueing(&writer, vec![answer("0123456789abcdef")]);
         let waiting = {
             let writer = Arc::clone(&writer);
-            std::thread::spawn(move || writer.wait_for_room(|| false))
+            std::thread::spawn(move || writer.wait_for_room(|| false, None))
         };
         std::thread::sleep(Duration::from_millis(30));
         assert!(!waiting.is_finished(), "16 bytes unwritten, 10 allowed");

@@ -19,12 +19,22 @@ use crate::transport::settings::{self, Listen, Settings};
 ///
 /// | limit | default | variable |
 /// |---|---|---|
-/// | idle connection (nothing read, nothing running) | 300 s, the Supex default (closed) | `SCRIPTLING_PLUGIN_IDLE_TIMEOUT` (seconds, `0` = never) |
+/// | idle connection (nothing read, nothing running), and a client that reads none of its answers | 300 s, the Supex default (closed) | `SCRIPTLING_PLUGIN_IDLE_TIMEOUT` (seconds, `0` = never) |
+/// | time to finish a line once it has begun | 30 s, as hyper's header timeout (an error line, then closed) | `SCRIPTLING_PLUGIN_LINE_TIMEOUT` (seconds, `0` = never) |
 /// | time to send `hello` with the token, when one is set | 10 s (closed) | `SCRIPTLING_PLUGIN_HELLO_TIMEOUT` |
+/// | `hello` with a wrong token | one (answered `-32001`, then closed) | — |
 /// | open connections | 1 024 (an error line, then closed) | `SCRIPTLING_PLUGIN_MAX_CONNECTIONS` |
 /// | line size | 16 MiB (an error, then that connection is closed) | `SCRIPTLING_PLUGIN_MAX_LINE` (bytes) |
+/// | answers queued for a client that reads slowly | 4 MiB (its requests are not read meanwhile) | `SCRIPTLING_PLUGIN_MAX_QUEUE` (bytes) |
+/// | calls waiting for one connection to answer callbacks | 64 (a callback beyond fails, naming the limit) | `SCRIPTLING_PLUGIN_MAX_WAITING_CALLS` |
 /// | live objects per connection | 10 000 (`-32000` naming the limit beyond) | `SCRIPTLING_PLUGIN_MAX_OBJECTS` |
 /// | requests in a batch | `Plugin::max_batch_len`, 100 000 (`-32600` beyond) | — |
+///
+/// Each is there so that no single client, with the token or without, can
+/// deny service to the others: hold every connection slot (the line
+/// timeout), the server's memory (the answer queue), or the shared sync
+/// pool (the waiting calls), or guess the token at speed (one guess per
+/// connection).
 ///
 /// Each connection is served by two threads of its own (one reads, one
 /// ends the session), besides the sync pool all connections share: the
@@ -49,6 +59,9 @@ pub struct TcpConfig {
     pub(crate) max_connections: usize,
     pub(crate) max_line_bytes: usize,
     pub(crate) max_objects: usize,
+    pub(crate) line_timeout: Option<Duration>,
+    pub(crate) max_queued_bytes: usize,
+    pub(crate) max_waiting_calls: usize,
 }
 
 /// Where a [`TcpConfig`] listens.
@@ -67,7 +80,10 @@ impl TcpConfig {
     }
 
     /// Serve on a Unix socket at `path` (created when serving starts, and
-    /// removed when it ends; a stale socket file there is replaced).
+    /// removed when it ends if it is still this server's). A socket another
+    /// server listens on is never taken over: serving fails with "address
+    /// in use"; a socket file nobody listens on (its server died) is
+    /// replaced.
     #[cfg(unix)]
     #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn unix(path: impl Into<PathBuf>) -> Self {
@@ -107,6 +123,9 @@ impl TcpConfig {
             max_connections: 1024,
             max_line_bytes: 16 << 20,
             max_objects: 10_000,
+            line_timeout: Some(Duration::from_secs(30)),
+            max_queued_bytes: 4 << 20,
+            max_waiting_calls: 64,
         }
     }
 
@@ -153,6 +172,37 @@ impl TcpConfig {
     /// until the connection destroys some.
     pub fn max_objects(mut self, objects: usize) -> Self {
         self.max_objects = objects.max(1);
+        self
+    }
+
+    /// How long a client has to finish a line once it has sent its first
+    /// byte (default 30 s; `None`: no limit). A client that dribbles a
+    /// line a byte at a time resets the idle limit with every byte; this
+    /// one it cannot: it is sent an error line and closed, and its place
+    /// among the connections comes back.
+    pub fn line_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.line_timeout = timeout;
+        self
+    }
+
+    /// The most bytes of answers queued for one connection (default 4 MiB)
+    /// before its requests stop being read: a client that sends calls and
+    /// reads their answers slowly is slowed to its reading speed, and holds
+    /// about this much of the server's memory, not more. A client that
+    /// reads none of its answers for the idle time is closed.
+    pub fn max_queued_bytes(mut self, bytes: usize) -> Self {
+        self.max_queued_bytes = bytes.max(1);
+        self
+    }
+
+    /// The most calls of one connection that may wait, on threads of the
+    /// sync pool every connection shares, for that connection to answer a
+    /// callback (default 64). A callback beyond it fails at once, with a
+    /// message naming this limit, so a client that never answers its
+    /// callbacks refuses its own calls only. (Async handlers wait without
+    /// a thread, and are not counted.)
+    pub fn max_waiting_calls(mut self, calls: usize) -> Self {
+        self.max_waiting_calls = calls.max(1);
         self
     }
 
@@ -209,6 +259,15 @@ impl TcpConfig {
         if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_OBJECTS")? {
             config = config.max_objects(n);
         }
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_LINE_TIMEOUT", true)? {
+            config = config.line_timeout((!t.is_zero()).then_some(t));
+        }
+        if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_QUEUE")? {
+            config = config.max_queued_bytes(n);
+        }
+        if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_WAITING_CALLS")? {
+            config = config.max_waiting_calls(n);
+        }
         Ok(Some(config))
     }
 }
@@ -260,6 +319,9 @@ mod tests {
                 ("SCRIPTLING_PLUGIN_MAX_CONNECTIONS", "7"),
                 ("SCRIPTLING_PLUGIN_MAX_LINE", "1024"),
                 ("SCRIPTLING_PLUGIN_MAX_OBJECTS", "3"),
+                ("SCRIPTLING_PLUGIN_LINE_TIMEOUT", "0"),
+                ("SCRIPTLING_PLUGIN_MAX_QUEUE", "65536"),
+                ("SCRIPTLING_PLUGIN_MAX_WAITING_CALLS", "2"),
             ],
         )
         .unwrap()
@@ -268,6 +330,7 @@ mod tests {
         assert_eq!(config.idle_timeout, None);
         assert_eq!(config.hello_timeout, Duration::from_millis(500));
         assert_eq!((config.max_connections, config.max_line_bytes, config.max_objects), (7, 1024, 3));
+        assert_eq!((config.line_timeout, config.max_queued_bytes, config.max_waiting_calls), (None, 65536, 2));
         let err = parse(&["--listen", "tcp://9000"], &[("SCRIPTLING_PLUGIN_MAX_LINE", "big")]).unwrap_err();
         assert_eq!(err, "SCRIPTLING_PLUGIN_MAX_LINE must be a positive whole number, got \"big\"");
     }

@@ -16,8 +16,16 @@
 //!   arguments by keyword; `tools/list` lists what it can call.
 //! - Objects belong to the connection that made them (ids count from 1 on
 //!   each), and are destroyed, hooks run once, when it closes.
-//! - Limits: idle time, open connections, line size, objects per
-//!   connection (see [`TcpConfig`]).
+//! - Limits: idle time, time to finish a line, open connections, line
+//!   size, answers queued, calls waiting on callbacks and objects per
+//!   connection (see [`TcpConfig`]): no single connection can deny
+//!   service to the others. A `hello` with a wrong token is answered and
+//!   its connection closed: one guess per connection.
+//! - A connection the server ends is closed gracefully: its answers are
+//!   sent, then what it still sends is read and dropped for up to
+//!   [`LINGER`] (as nginx's lingering close), so that the client reads the
+//!   last answer instead of a reset. When descriptors run out, a refused
+//!   connection is told so in one line (a spare descriptor is kept for it).
 //!
 //! The sync pool is shared by every connection. SIGINT or SIGTERM stops
 //! accepting, ends every session as a shutdown does (in-flight calls
@@ -27,7 +35,7 @@
 mod config;
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 #[cfg(unix)]
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -81,6 +89,7 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
     let pool = Pool::for_options(runtime.clone(), options);
     let server = Arc::new(Server { core, config, runtime, pool, open: Open::default() });
     let mut refusals = Refusals::default();
+    let mut spare = Spare::new();
     loop {
         match listener.next(stop) {
             Ok(Some(Accepted::Tcp(stream, peer))) => {
@@ -93,6 +102,10 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
                 server.admit(stream, peer);
             }
             Ok(None) => break,
+            Err(e) if sys::out_of_descriptors(&e) && spare.release() => {
+                listener.refuse_one(&cannot_serve(&e));
+                spare.restore();
+            }
             Err(e) => std::thread::sleep(refusals.failed(&e)),
         }
     }
@@ -134,7 +147,14 @@ impl Server {
             let mut open = lock(&self.open.sessions);
             if open.enders.len() >= self.config.max_connections {
                 drop(open);
-                return turn_away(stream, self.config.max_connections);
+                let limit = self.config.max_connections;
+                return turn_away(
+                    stream,
+                    &format!(
+                        "too many connections: the server serves at most {limit} at once \
+                         (SCRIPTLING_PLUGIN_MAX_CONNECTIONS); try again shortly"
+                    ),
+                );
             }
             open.next += 1;
             let id = open.next;
@@ -143,11 +163,29 @@ impl Server {
         };
         let server = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("plugin-tcp".into()).spawn(move || {
-            if let Err(e) = server.serve_connection(id, &stream, &peer) {
-                eprintln!("scriptling-plugin: {peer}: {e}");
+            match server.start_session(&stream, &peer) {
+                Ok(session) => {
+                    if let Err(e) = server.run_session(id, session) {
+                        eprintln!("scriptling-plugin: {peer}: {e}");
+                    }
+                    linger(stream);
+                }
+                Err(e) => {
+                    eprintln!("scriptling-plugin: {peer}: {e}");
+                    let e = match e {
+                        ServeError::Io(e) => e,
+                        other => io::Error::other(other.to_string()),
+                    };
+                    // On the connection's own thread: it may linger.
+                    let mut stream = stream;
+                    tell(&mut stream, &cannot_serve(&e));
+                    linger(stream);
+                }
             }
-            let _ = stream.shutdown();
             server.forget(id);
+            // The connection's buffers and its threads' allocator arenas
+            // go back to the system (glibc keeps them otherwise).
+            sys::return_freed_memory();
         });
         if let Err(e) = spawned {
             eprintln!("scriptling-plugin: cannot start a thread for a connection: {e}");
@@ -155,15 +193,18 @@ impl Server {
         }
     }
 
-    /// One connection's session, from start to end.
-    fn serve_connection<S: Socket>(&self, id: u64, stream: &S, peer: &str) -> Result<(), ServeError> {
+    /// Starts one connection's session.
+    fn start_session<S: Socket>(&self, stream: &S, peer: &str) -> Result<Session, ServeError> {
         let config = &self.config;
         let stop = Arc::new(Stop::new()?);
         let input = Input::new(stream.try_clone()?, Arc::clone(&stop));
         let lines = LineReader::new(input, config.max_line_bytes).stop_at_long_lines();
         let output = Box::new(stream.try_clone()?);
-        let limit =
-            Limit { most: config.max_objects, setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, TcpConfig::max_objects" };
+        let limit = Limit {
+            most: config.max_objects,
+            setting: "SCRIPTLING_PLUGIN_MAX_OBJECTS, TcpConfig::max_objects",
+            owner: "connection",
+        };
         let gate = config.token.as_deref().map(|token| Arc::new(Gate::new(token.into(), config.hello_timeout)));
         let setup = Setup {
             core: Arc::clone(&self.core),
@@ -173,10 +214,16 @@ impl Server {
             gate,
             idle: config.idle_timeout,
             peer: Some(format!("connection {peer}").into()),
-            queue_limit: CONNECTION_QUEUE_LIMIT,
+            queue_limit: config.max_queued_bytes,
+            line_timeout: config.line_timeout,
+            max_waiting_calls: Some(config.max_waiting_calls),
             threads: ThreadNames { reader: "plugin-tcp-in", writer: "plugin-tcp-out" },
         };
-        let session = Session::start(setup, lines, stop, output)?;
+        Ok(Session::start(setup, lines, stop, output)?)
+    }
+
+    /// Runs connection `id`'s session to its end (a server stopping ends it).
+    fn run_session(&self, id: u64, session: Session) -> Result<(), ServeError> {
         let ender = session.ender();
         {
             let mut open = lock(&self.open.sessions);
@@ -222,29 +269,108 @@ impl Server {
     }
 }
 
-/// What a connection lets queue for a slow client before it stops reading.
-const CONNECTION_QUEUE_LIMIT: usize = 64 << 20;
+/// How long, and how much, a connection the server ends may go on sending
+/// before it is closed regardless (see the module docs).
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
 
-/// Tells a connection over the limit why, in one line, and closes it.
-fn turn_away<S: Socket>(stream: S, limit: usize) {
-    let message = format!(
-        "too many connections: the server serves at most {limit} at once (SCRIPTLING_PLUGIN_MAX_CONNECTIONS); try again shortly"
-    );
+/// Closes a connection whose session has ended: sends the end, then reads
+/// and drops what the client still sends, until it closes too or for
+/// [`LINGER`]. Closing a socket with unread input resets the connection,
+/// and a reset can destroy answers the client has not read yet (the one
+/// to a wrong `hello`, a refusal). Sending the end also ends a write
+/// stuck on a client that reads nothing.
+fn linger<S: Socket>(mut stream: S) {
+    if stream.shutdown_write().is_err() {
+        return;
+    }
+    let until = Instant::now() + LINGER;
+    let mut sink = [0u8; 16 * 1024];
+    let mut dropped = 0;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        if dropped >= LINGER_BYTES || stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).is_err() {
+            break;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => dropped += n,
+        }
+    }
+    let _ = stream.shutdown();
+}
+
+/// Why a connection cannot be served now, for its one line.
+fn cannot_serve(error: &io::Error) -> String {
+    if sys::out_of_descriptors(error) {
+        format!(
+            "the server cannot take another connection now: it is out of file descriptors ({error}); try again shortly"
+        )
+    } else {
+        format!("the server cannot take another connection now: {error}; try again shortly")
+    }
+}
+
+/// A descriptor kept open to be given up when descriptors run out, so
+/// that a connection waiting to be accepted can be, and told why it is
+/// refused, instead of waiting unanswered.
+struct Spare(Option<std::fs::File>);
+
+impl Spare {
+    fn new() -> Spare {
+        Spare(Spare::open())
+    }
+
+    fn open() -> Option<std::fs::File> {
+        std::fs::File::open(if cfg!(windows) { "NUL" } else { "/dev/null" }).ok()
+    }
+
+    /// Gives the descriptor up; `false` if there was none to give.
+    fn release(&mut self) -> bool {
+        self.0.take().is_some()
+    }
+
+    /// Takes a descriptor again (if one is free by now).
+    fn restore(&mut self) {
+        self.0 = Spare::open();
+    }
+}
+
+/// Tells a connection why it is not served, in one line, and closes it at
+/// once (on the accepting thread, which must not linger).
+fn turn_away<S: Socket>(mut stream: S, message: &str) {
+    tell(&mut stream, message);
+    let _ = stream.shutdown();
+}
+
+/// Writes `message` to `stream` as one JSON-RPC error line, best effort.
+fn tell<S: Socket>(stream: &mut S, message: &str) {
+    let message = message.to_owned();
     let mut line = Vec::new();
     crate::rpc::write_error(&mut line, None, &crate::rpc::RpcError::application(message));
     line.push(b'\n');
     // Best effort, without waiting: the line fits any socket buffer.
-    let mut stream = stream;
     let _ = stream.set_nonblocking(true);
     let _ = stream.write_all(&line);
-    let _ = stream.shutdown();
+    let _ = stream.set_nonblocking(false);
 }
 
 /// A listening socket.
 enum Listener {
     Tcp(TcpListener),
+    /// With the socket file's identity, to remove it only while it is
+    /// still this server's.
     #[cfg(unix)]
-    Unix(UnixListener, PathBuf),
+    Unix(UnixListener, PathBuf, FileId),
+}
+
+/// A file's device and inode: which file a path names now.
+#[cfg(unix)]
+type FileId = (u64, u64);
+
+#[cfg(unix)]
+fn file_id(path: &std::path::Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// An accepted connection and who made it.
@@ -260,15 +386,23 @@ impl Listener {
             Endpoint::Tcp(addr) => Listener::Tcp(TcpListener::bind(addr)?),
             #[cfg(unix)]
             Endpoint::Unix(path) => {
-                // A socket file left by a server that died is replaced; any
-                // other file is not.
+                // A socket file left by a server that died (nobody accepts
+                // on it) is replaced; a live one, or any other file, is not.
                 if std::fs::symlink_metadata(path).is_ok_and(|m| {
                     use std::os::unix::fs::FileTypeExt;
                     m.file_type().is_socket()
                 }) {
+                    if UnixStream::connect(path).is_ok() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("address in use: a server is listening on unix:{} already", path.display()),
+                        ));
+                    }
                     let _ = std::fs::remove_file(path);
                 }
-                Listener::Unix(UnixListener::bind(path)?, path.clone())
+                let listener = UnixListener::bind(path)?;
+                let id = file_id(path).ok_or_else(|| io::Error::other("the socket file vanished as it was made"))?;
+                Listener::Unix(listener, path.clone(), id)
             }
         };
         // Accepted only once the wait says one is there, so never blocks; and
@@ -276,9 +410,27 @@ impl Listener {
         match &listener {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
             #[cfg(unix)]
-            Listener::Unix(l, _) => l.set_nonblocking(true)?,
+            Listener::Unix(l, ..) => l.set_nonblocking(true)?,
         }
         Ok(listener)
+    }
+
+    /// Accepts one waiting connection (descriptors having been freed for
+    /// it) and tells it `message`.
+    fn refuse_one(&self, message: &str) {
+        match self {
+            Listener::Tcp(l) => {
+                if let Ok((stream, _)) = l.accept() {
+                    turn_away(stream, message);
+                }
+            }
+            #[cfg(unix)]
+            Listener::Unix(l, ..) => {
+                if let Ok((stream, _)) = l.accept() {
+                    turn_away(stream, message);
+                }
+            }
+        }
     }
 
     /// `tcp://ADDR` (the port actually bound) or `unix:PATH`.
@@ -286,7 +438,7 @@ impl Listener {
         Ok(match self {
             Listener::Tcp(l) => format!("tcp://{}", l.local_addr()?),
             #[cfg(unix)]
-            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+            Listener::Unix(_, path, _) => format!("unix:{}", path.display()),
         })
     }
 
@@ -305,7 +457,7 @@ impl Listener {
             match self {
                 Listener::Tcp(l) => sys::wait_to_accept(l, stop)?,
                 #[cfg(unix)]
-                Listener::Unix(l, _) => sys::wait_to_accept(l, stop)?,
+                Listener::Unix(l, ..) => sys::wait_to_accept(l, stop)?,
             }
             if stop.is_stopped() {
                 return Ok(None);
@@ -316,7 +468,7 @@ impl Listener {
                     Ok(Accepted::Tcp(s, peer.to_string()))
                 }),
                 #[cfg(unix)]
-                Listener::Unix(l, path) => l.accept().and_then(|(s, _)| {
+                Listener::Unix(l, path, _) => l.accept().and_then(|(s, _)| {
                     s.prepare()?;
                     Ok(Accepted::Unix(s, format!("on {}", path.display())))
                 }),
@@ -334,15 +486,19 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         #[cfg(unix)]
-        if let Listener::Unix(_, path) = self {
-            let _ = std::fs::remove_file(path);
+        // Only while the file is still this server's: another may have
+        // replaced it since.
+        if let Listener::Unix(_, path, id) = self {
+            if file_id(path) == Some(*id) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }
 
 /// What the server needs of an accepted connection: a TCP socket, or (on
 /// Unix) a Unix socket.
-trait Socket: Readable + Write + Sized + 'static {
+trait Socket: Readable + Read + Write + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     /// Blocking I/O (the session's reader waits before it reads), and
     /// answers sent as soon as written. (An accepted socket inherits the
@@ -352,6 +508,9 @@ trait Socket: Readable + Write + Sized + 'static {
     /// Closes both directions, whoever else still holds the socket (a
     /// handler left running past the grace): the peer sees the end.
     fn shutdown(&self) -> io::Result<()>;
+    /// Sends the end; the peer's data can still be read.
+    fn shutdown_write(&self) -> io::Result<()>;
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()>;
 }
 
 impl Socket for TcpStream {
@@ -368,6 +527,12 @@ impl Socket for TcpStream {
     fn shutdown(&self) -> io::Result<()> {
         TcpStream::shutdown(self, std::net::Shutdown::Both)
     }
+    fn shutdown_write(&self) -> io::Result<()> {
+        TcpStream::shutdown(self, std::net::Shutdown::Write)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, limit)
+    }
 }
 
 #[cfg(unix)]
@@ -383,5 +548,11 @@ impl Socket for UnixStream {
     }
     fn shutdown(&self) -> io::Result<()> {
         UnixStream::shutdown(self, std::net::Shutdown::Both)
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        UnixStream::shutdown(self, std::net::Shutdown::Write)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, limit)
     }
 }
