@@ -300,17 +300,7 @@ fn connections_over_the_limit_are_told_why_and_closed() {
     assert!(third.recv().is_none(), "then closed");
     // A place freed is a place taken.
     drop(first);
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut next = server.line_client();
-        // Turned away while the first is still closing: the write may fail.
-        let sent = next.try_send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#).is_ok();
-        if sent && next.recv().is_some_and(|a| a["result"]["status"] == "ok") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the freed place was never given");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.wait_until_a_new_client_is_served("the freed place was never given");
 }
 
 #[test]

@@ -108,16 +108,7 @@ fn a_line_dribbled_byte_by_byte_is_cut_off_and_its_place_comes_back() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut next = server.line_client();
-        let sent = next.try_send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#).is_ok();
-        if sent && next.recv().is_some_and(|a| a["result"]["status"] == "ok") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the dribblers kept every place");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    server.wait_until_a_new_client_is_served("the dribblers kept every place");
     for dribbler in dribblers {
         let took = dribbler.join().unwrap().expect("the dribbler is cut off");
         assert!(took < Duration::from_secs(6), "cut off after {took:?}");
@@ -318,16 +309,57 @@ fn a_connection_refused_for_want_of_descriptors_is_told_why() {
         assert!(served.len() >= 2, "only {} served", served.len());
         // A place freed is a place taken.
         served.clear();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let mut next = server.line_client();
-            let sent = next.try_send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).is_ok();
-            if sent && next.recv().is_some_and(|a| a["result"]["status"] == "ok") {
-                return;
-            }
-            assert!(Instant::now() < deadline, "descriptors never came back");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        return server.wait_until_a_new_client_is_served("descriptors never came back");
     }
     panic!("40 connections were served on 40 descriptors");
+}
+
+/// The queue bound never keeps the reader from the host's answers: a call
+/// under way that waits on a callback gets it, however small the bound.
+#[test]
+fn a_call_waiting_on_a_callback_is_answered_whatever_the_queue_bound() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_MAX_QUEUE", "50"), ("FIXTURE_CALLBACK_TIMEOUT_MS", "3000")]);
+    let mut client = server.line_client();
+    client.send(&call_line(1, "call_me", CALLBACK));
+    let request = client.recv().expect("the callback");
+    assert_eq!(request["method"], "callback.call", "{request}");
+    client.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {"type": "int", "value": 7}}).to_string());
+    let answer = client.recv().expect("the answer");
+    assert_eq!(answer["result"], json!({"type": "int", "value": 7}), "{answer}");
+}
+
+/// A batch of hellos is one guess: after a wrong one, none is checked.
+#[test]
+fn a_batch_of_hellos_is_one_guess() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_TOKEN", "s3cret")]);
+    let mut client = server.line_client();
+    client.send(
+        &json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"token": "wrong"}},
+            {"jsonrpc": "2.0", "id": 2, "method": "hello", "params": {"token": "s3cret"}},
+        ])
+        .to_string(),
+    );
+    let answers = client.recv().expect("the batch's answers");
+    let codes: Vec<_> = answers.as_array().unwrap().iter().map(|a| a["error"]["code"].clone()).collect();
+    assert_eq!(codes, [json!(-32001), json!(-32001)], "{answers}");
+    assert!(client.recv().is_none(), "closed");
+}
+
+/// Time the reader is held back (the queue is full) does not count
+/// against the line that arrived meanwhile.
+#[test]
+fn a_line_is_not_timed_while_the_reader_is_held_back() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_MAX_QUEUE", "50"), ("SCRIPTLING_PLUGIN_LINE_TIMEOUT", "1")]);
+    let mut client = server.line_client();
+    let slow = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "sleep_ms", "arguments": {"ms": 1500}}});
+    let next = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let (head, tail) = next.split_at(10);
+    // The slow call fills the bound; half of the next line comes with it.
+    client.writer.write_all(format!("{slow}\n{head}").as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    client.send(tail);
+    assert_eq!(client.recv().expect("the slow call's answer")["id"], 1);
+    assert_eq!(client.recv().expect("the ping's answer")["result"]["status"], "ok");
 }

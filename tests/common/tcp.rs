@@ -39,6 +39,22 @@ pub(crate) fn serve_command(mut command: Command) -> Server {
 }
 
 impl Server {
+    /// Connects and pings until a new client is served (a place or a
+    /// descriptor freed comes back); panics with `why` after [`WAIT`].
+    pub(crate) fn wait_until_a_new_client_is_served(&self, why: &str) {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let mut next = self.line_client();
+            // Turned away while a place is still closing: the write may fail.
+            let sent = next.try_send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#).is_ok();
+            if sent && next.recv().is_some_and(|a| a["result"]["status"] == "ok") {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{why}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub(crate) fn host(&self) -> Host {
         let host = Host::connect_tcp(self.addr).expect("connect");
         host.set_timeout(WAIT);

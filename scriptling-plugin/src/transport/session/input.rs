@@ -85,6 +85,15 @@ impl<R: Readable> Input<R> {
         self.line_limit = Some(limit);
     }
 
+    /// Moves the start of the line under way `held` later: the reader was
+    /// held back that long (the host read its answers slowly), and what the
+    /// client sent meanwhile waited unread through no fault of its own.
+    pub(crate) fn hold_line_clock(&mut self, held: Duration) {
+        if let Some(started) = &mut self.line_started {
+            *started = started.checked_add(held).unwrap_or(*started);
+        }
+    }
+
     /// Notes where the bytes just read leave the line under way.
     fn track_line(&mut self, read: &[u8]) {
         match read.iter().rposition(|&b| b == b'\n') {

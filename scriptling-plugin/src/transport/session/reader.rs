@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
@@ -63,8 +63,13 @@ impl<R: Readable> Reader<R> {
         let routes = Arc::clone(&self.routes);
         writer::queue_only_on_this_thread();
         loop {
-            // A host that reads our answers slowly gets its requests read slowly.
-            if !routes.writer.wait_for_room(|| routes.stop.is_stopped(), self.patience) {
+            // A host that reads our answers slowly gets its requests read
+            // slowly; the time held back does not count against its line.
+            let held = Instant::now();
+            let room =
+                routes.writer.wait_for_room(|| routes.stop.is_stopped(), || routes.outgoing.awaiting(), self.patience);
+            self.lines.source_mut().hold_line_clock(held.elapsed());
+            if !room {
                 let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
                 routes.note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
                 break;
@@ -178,7 +183,10 @@ impl Routes {
         if let Some(gate) = &self.gate {
             match incoming.method {
                 // Every hello is checked, before and after the gate opens.
-                Method::Hello if gate.present(incoming.token().as_deref()) => {}
+                // After a wrong one, none is checked: a batch of hellos is
+                // one guess too.
+                Method::Hello
+                    if !self.wrong_token.load(Ordering::Relaxed) && gate.present(incoming.token().as_deref()) => {}
                 Method::Hello => {
                     self.wrong_token.store(true, Ordering::Relaxed);
                     let message = "authentication failed: hello must carry the server's token; closing the connection";

@@ -266,6 +266,11 @@ impl FrameWriter {
             let _ = self.book(len, Undelivered::of([&frame]));
             return;
         }
+        // A request of the plugin's own may be what the reader must now
+        // read the answer to: it looks again at what it waits for.
+        if frame.kind == Kind::Request && state.progress_waiters > 0 {
+            self.progress.notify_all();
+        }
         state.queue.push_back(frame);
         if !state.writing.any() && mem::take(&mut state.writer_waits) {
             self.work.notify_one();
@@ -402,10 +407,21 @@ impl FrameWriter {
     /// [`wake`](Self::wake) says to stop waiting. Returns `false` if answers
     /// waited and none was written for `patience` (the host reads none of
     /// its answers); calls under way with no answer waiting have no limit.
-    pub(crate) fn wait_for_room(&self, stop: impl Fn() -> bool, patience: Option<Duration>) -> bool {
+    /// While `awaiting` says a call waits for the host's answer, only what
+    /// is unwritten counts: the calls under way may need that answer read
+    /// to end. (A request of the plugin's own sent meanwhile wakes the wait.)
+    pub(crate) fn wait_for_room(
+        &self,
+        stop: impl Fn() -> bool,
+        awaiting: impl Fn() -> bool,
+        patience: Option<Duration>,
+    ) -> bool {
         let mut state = lock(&self.state);
         let mut progress = (state.written, Instant::now());
-        while state.pending + state.reserved > self.high_water && state.status == Status::Open && !stop() {
+        let full = |state: &State| {
+            state.pending > self.high_water || (state.pending + state.reserved > self.high_water && !awaiting())
+        };
+        while full(&state) && state.status == Status::Open && !stop() {
             if state.written != progress.0 || state.pending == 0 {
                 progress = (state.written, Instant::now());
             }
@@ -719,7 +735,7 @@ mod tests {
         queueing(&writer, vec![answer("0123456789abcdef")]);
         let waiting = {
             let writer = Arc::clone(&writer);
-            std::thread::spawn(move || writer.wait_for_room(|| false, None))
+            std::thread::spawn(move || writer.wait_for_room(|| false, || false, None))
         };
         std::thread::sleep(Duration::from_millis(30));
         assert!(!waiting.is_finished(), "16 bytes unwritten, 10 allowed");

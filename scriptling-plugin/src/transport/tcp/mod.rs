@@ -168,6 +168,8 @@ impl Server {
                     if let Err(e) = server.run_session(id, session) {
                         eprintln!("scriptling-plugin: {peer}: {e}");
                     }
+                    // Its place comes back now; the linger is the socket's alone.
+                    server.forget(id);
                     linger(stream);
                 }
                 Err(e) => {
@@ -179,10 +181,10 @@ impl Server {
                     // On the connection's own thread: it may linger.
                     let mut stream = stream;
                     tell(&mut stream, &cannot_serve(&e));
+                    server.forget(id);
                     linger(stream);
                 }
             }
-            server.forget(id);
             // The connection's buffers and its threads' allocator arenas
             // go back to the system (glibc keeps them otherwise).
             sys::return_freed_memory();
