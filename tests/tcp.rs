@@ -16,8 +16,8 @@ use serde_json::{Value as Json, json};
 
 mod common;
 
+use common::Raw;
 use common::tcp::{LineClient, WAIT, serve, tool};
-use common::{Raw, Stop};
 
 #[test]
 fn hello_is_optional_without_a_token_and_says_who_the_server_is() {
@@ -378,7 +378,7 @@ fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
     let host = Host::connect_unix(&path).unwrap();
     assert_eq!(host.call("echo", [Value::Int(5)]).unwrap(), Value::Int(5));
     drop(host);
-    assert!(raw.stop(Stop::Terminate));
+    assert!(raw.stop(common::Stop::Terminate));
     assert_eq!(raw.wait(WAIT).code(), Some(0), "{}", raw.stderr());
     assert!(!path.exists(), "the socket file is removed");
     let _ = std::fs::remove_dir_all(dir);

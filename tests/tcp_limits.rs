@@ -8,7 +8,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::Value;
@@ -16,8 +15,8 @@ use serde_json::json;
 
 mod common;
 
-use common::tcp::{LineClient, Server, WAIT, serve, serve_command};
-use common::{Stop, call_line};
+use common::call_line;
+use common::tcp::{WAIT, serve};
 
 /// A callback argument as the wire carries it.
 const CALLBACK: &str = r#"{"type":"callback","callback":{"id":"cb"}}"#;
@@ -216,7 +215,7 @@ fn a_live_unix_socket_is_never_taken_over_and_a_server_removes_only_its_own() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("plugin.sock");
     let start = |path: &std::path::Path| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
         command.arg(format!("--listen=unix:{}", path.display()));
         Raw::spawn(&mut command)
     };
@@ -234,7 +233,7 @@ fn a_live_unix_socket_is_never_taken_over_and_a_server_removes_only_its_own() {
     std::fs::remove_file(&path).unwrap();
     let mut third = start(&path);
     third.wait_for_stderr("listening at unix:", WAIT);
-    assert!(first.stop(Stop::Terminate));
+    assert!(first.stop(common::Stop::Terminate));
     assert_eq!(first.wait(WAIT).code(), Some(0));
     assert_eq!(echo(&path), Value::Int(3), "the third's socket is still there");
 
@@ -291,12 +290,12 @@ fn a_lone_surrogate_and_the_object_limit_are_named() {
 #[cfg(target_os = "linux")]
 fn a_connection_refused_for_want_of_descriptors_is_told_why() {
     let script = r#"ulimit -n 40 && exec "$0" --listen tcp://127.0.0.1:0"#;
-    let mut command = Command::new("sh");
+    let mut command = std::process::Command::new("sh");
     command.args(["-c", script, env!("CARGO_BIN_EXE_fixture-plugin")]);
-    let server: Server = serve_command(command);
+    let server: common::tcp::Server = common::tcp::serve_command(command);
     let mut served = Vec::new();
     for _ in 0..40 {
-        let mut client: LineClient = server.line_client();
+        let mut client = server.line_client();
         client.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
         let answer = client.recv().expect("an answer or a refusal, never silence");
         if answer["result"]["status"] == "ok" {
