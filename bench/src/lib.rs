@@ -6,4 +6,5 @@
 //! `ping_back(cb, n) -> n` that calls `cb(i)` `n` times. Figures whose
 //! function a plugin lacks are reported as unavailable.
 
+pub mod host;
 pub mod measure;

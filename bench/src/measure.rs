@@ -40,6 +40,8 @@ pub struct Sizes {
     pub spawns: usize,
     /// Soak: (calls, object cycles); zero skips it.
     pub soak: (usize, usize),
+    /// Script loops through the real host: (plain calls, calls that call back).
+    pub host_loops: (usize, usize),
 }
 
 impl Sizes {
@@ -55,6 +57,7 @@ impl Sizes {
         cpu_bound: 4_000,
         spawns: 100,
         soak: (0, 0),
+        host_loops: (20_000, 3_000),
     };
     /// A smoke run of a few seconds (CI): every path runs, figures are rough.
     pub const QUICK: Sizes = Sizes {
@@ -68,6 +71,7 @@ impl Sizes {
         cpu_bound: 200,
         spawns: 2,
         soak: (0, 0),
+        host_loops: (200, 50),
     };
 }
 
@@ -87,7 +91,7 @@ pub struct Figure {
 pub struct Figures(pub Vec<Figure>);
 
 impl Figures {
-    fn push(&mut self, key: &'static str, unit: &'static str, value: Option<f64>) {
+    pub(crate) fn push(&mut self, key: &'static str, unit: &'static str, value: Option<f64>) {
         self.0.push(Figure { key, unit, value });
     }
 

@@ -15,6 +15,11 @@
 //!     rounds (a quick comparison, and a steady load to profile); with
 //!     PIPELINE_TCP=1, over a TCP connection (`--listen tcp://127.0.0.1:0`)
 //!
+//! Each run also times script loops through the real Scriptling host
+//! (`host_*`: `greet` in a loop, and `ping_back(cb, 4)` in a loop, per call,
+//! wall and the CPU of host and plugin), where one is found
+//! (`SCRIPTLING_HOST`, or `../shared/scriptling-host`); skipped otherwise.
+//!
 //! Each run also measures pipelined calls over one TCP connection to the
 //! plugin served with `--listen tcp://127.0.0.1:0` (`tcp_pipelined_calls_per_s`;
 //! the floor serves TCP too, for its ratio).
@@ -22,6 +27,9 @@
 //!     spawn to handshake answer of each plugin, one spawn of each per turn,
 //!     100 turns per run (2 with --quick); medians and each plugin's ratio
 //!     to the first
+//! plugin-bench host PLUGIN... [--runs N] [--quick]
+//!     a script's loops through the real Scriptling host only (see below),
+//!     each plugin in turn per run; medians and ratios to the first
 //! plugin-bench http [PLUGIN] [--runs N] [--quick] [--json]
 //!     serve PLUGIN (default: the SDK plugin) over HTTP on loopback and
 //!     measure requests/s and p99 latency with 1 and 16 keep-alive clients,
@@ -44,6 +52,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use scriptling_plugin_bench::host::{figures as host_figures, scriptling_host};
 use scriptling_plugin_bench::measure::{
     Figure, Figures, Sizes, http_load, measure, raise_file_limit, slow_connections, spawn_interleaved,
 };
@@ -154,6 +163,10 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
         sdk.get("cpu_bound_calls_per_s").map(|r| r >= 0.9 * cores * 1000.0),
     );
     check("CPU-bound sync threads ≤ cores", sdk.get("cpu_bound_sync_threads").map(|t| t <= cores));
+    // What a script feels (issue 30): a loop of calls through the real
+    // host, the whole process timed, against the floor plugin in it.
+    check("through the host: plain-call loop ≤ 1.05 × floor", ratio("host_plain_us").map(|r| r <= 1.05));
+    check("through the host: CPU per plain call ≤ 1.2 × floor", ratio("host_plain_cpu_us").map(|r| r <= 1.2));
     if sdk.get("rss_growth_pct").is_some() {
         check("RSS growth over the soak ≤ 10%", sdk.get("rss_growth_pct").map(|g| g <= 10.0));
     }
@@ -168,10 +181,16 @@ fn compare(args: &Args) -> ExitCode {
     let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); paths.len()];
     // Spawns are timed in turns below, not in each run.
     let sizes = Sizes { spawns: 0, ..args.sizes };
+    let host = scriptling_host();
+    if host.is_none() {
+        eprintln!("no Scriptling host for this platform (set SCRIPTLING_HOST): the host_* figures are skipped");
+    }
     for run in 0..args.runs.max(1) {
         for (i, path) in paths.iter().enumerate() {
             eprintln!("run {}/{}: {}", run + 1, args.runs, path.display());
-            runs[i].push(measure(path, sizes));
+            let mut figures = measure(path, sizes);
+            figures.0.extend(host_figures(host.as_deref(), path, sizes).0);
+            runs[i].push(figures);
         }
     }
     let mut medians: Vec<Figures> = runs.iter().map(|r| medians(r)).collect();
@@ -228,6 +247,38 @@ fn compare(args: &Args) -> ExitCode {
             None => "n/a",
         };
         println!("{mark:>7}  {name}");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The script loops through the real host alone, each plugin in turn per
+/// run; medians, and each plugin's ratio to the first.
+fn host_loops(args: &Args) -> ExitCode {
+    let Some(host) = scriptling_host() else {
+        eprintln!("plugin-bench: no Scriptling host for this platform (set SCRIPTLING_HOST)");
+        return ExitCode::FAILURE;
+    };
+    if args.plugins.is_empty() {
+        eprintln!("plugin-bench: host needs the plugins' paths");
+        return ExitCode::from(2);
+    }
+    let runs: Vec<Vec<Figures>> = (0..args.runs.max(1))
+        .map(|_| args.plugins.iter().map(|p| host_figures(Some(&host), p, args.sizes)).collect())
+        .collect();
+    let per_plugin: Vec<Figures> =
+        (0..args.plugins.len()).map(|i| medians(&runs.iter().map(|r| r[i].clone()).collect::<Vec<_>>())).collect();
+    println!("medians of {} interleaved runs through {}", args.runs.max(1), host.display());
+    for f in &per_plugin[0].0 {
+        let mut line = format!("{:<22}", f.key);
+        for figures in &per_plugin {
+            let v = figures.get(f.key);
+            let ratio = v.zip(f.value).map_or_else(|| "-".to_owned(), |(v, first)| format!("{:.2}", v / first));
+            line.push_str(&format!(" {:>9} {ratio:>5}", v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.1}"))));
+        }
+        println!("{line}  {}", f.unit);
+    }
+    for (i, plugin) in args.plugins.iter().enumerate() {
+        println!("  column {}: {}", i + 1, plugin.display());
     }
     ExitCode::SUCCESS
 }
@@ -347,6 +398,7 @@ fn main() -> ExitCode {
         }
         "compare" => compare(&args),
         "spawn" => spawn(&args),
+        "host" => host_loops(&args),
         "http" => http(&args),
         "pipeline" => {
             let total = if args.sizes.sequential < Sizes::FULL.sequential { 20_000 } else { 300_000 };
