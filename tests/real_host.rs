@@ -11,25 +11,11 @@
 //! Where no host is found each test says so on stderr and passes, so the
 //! suite runs anywhere.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use scriptling_plugin::testing::example_path;
-
-/// The host to run, if there is one for this platform.
-fn host() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("SCRIPTLING_HOST") {
-        return Some(path.into());
-    }
-    let build = match (std::env::consts::OS, std::env::consts::ARCH) {
-        ("linux", "x86_64") => "linux-amd64/scriptling",
-        ("windows", "x86_64") => "windows-amd64/scriptling.exe",
-        _ => return None,
-    };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/scriptling-host").join(build);
-    path.exists().then_some(path)
-}
+use scriptling_plugin_bench::host::scriptling_host as host;
 
 /// Runs `script` (after a line that loads each of `plugins`) through the
 /// host; returns its stdout, or `None` (said on stderr) without a host.
@@ -157,18 +143,10 @@ help(h.Counter.__init__)
 /// `help()` output with each "Available methods:" list sorted, so two runs
 /// of the host compare equal whatever order its map gave.
 fn sort_method_list(help: &str) -> String {
-    let mut out = Vec::new();
-    let mut methods = Vec::new();
-    for line in help.lines() {
-        if line.starts_with("  - ") {
-            methods.push(line);
-            continue;
-        }
-        methods.sort_unstable();
-        out.append(&mut methods);
-        out.push(line);
+    let mut lines: Vec<&str> = help.lines().collect();
+    let is_method = |line: &&str| line.starts_with("  - ");
+    for run in lines.chunk_by_mut(|a, b| is_method(a) && is_method(b)) {
+        run.sort_unstable();
     }
-    methods.sort_unstable();
-    out.append(&mut methods);
-    out.iter().map(|l| format!("{l}\n")).collect()
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }

@@ -16,8 +16,7 @@ use serde_json::{Value as Json, json};
 
 mod common;
 
-use common::Raw;
-use common::tcp::{LineClient, WAIT, serve, tool};
+use common::tcp::{LineClient, WAIT, serve, serve_example, tool};
 
 #[test]
 fn hello_is_optional_without_a_token_and_says_who_the_server_is() {
@@ -373,7 +372,7 @@ fn a_unix_socket_serves_the_same_and_is_removed_at_the_end() {
     let path = dir.join("plugin.sock");
     let mut command = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
     command.arg(format!("--listen=unix:{}", path.display()));
-    let mut raw = Raw::spawn(&mut command);
+    let mut raw = common::Raw::spawn(&mut command);
     raw.wait_for_stderr("listening at unix:", WAIT);
     let host = Host::connect_unix(&path).unwrap();
     assert_eq!(host.call("echo", [Value::Int(5)]).unwrap(), Value::Int(5));
@@ -420,13 +419,8 @@ fn the_readmes_python_client_answers_callbacks_and_log_records() {
     let block = &after[after.find("```python\n").expect("a python block") + 10..];
     let script = &block[..block.find("```").expect("closed")];
     let expected: Vec<&str> = script.lines().filter_map(|l| l.strip_prefix("# ")).collect();
-    let mut command = Command::new(scriptling_plugin::testing::example_path("tcp"));
-    command.args(["--listen", "tcp://127.0.0.1:0"]);
-    let raw = Raw::spawn(&mut command);
-    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
-    let addr = stderr.split("listening at tcp://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
-    let port = addr.rsplit(':').next().unwrap();
-    let script = script.replace(r#"("127.0.0.1", 9876)"#, &format!(r#"("127.0.0.1", {port})"#));
+    let server = serve_example("tcp");
+    let script = script.replace(r#"("127.0.0.1", 9876)"#, &format!(r#"("127.0.0.1", {})"#, server.addr.port()));
     let run = Command::new("python3").args(["-c", &script]).output();
     let Ok(out) = run else {
         // CI's Linux run has python3; the Windows run under Wine has none.
@@ -447,12 +441,8 @@ fn the_protocol_pages_tcp_session_gives_the_answers_it_shows() {
     let after = &doc[doc.find("<!-- tcp-session").expect("the marker")..];
     let block = &after[after.find("```text\n").expect("a text block") + 8..];
     let lines: Vec<&str> = block[..block.find("```").expect("closed")].lines().collect();
-    let mut command = Command::new(scriptling_plugin::testing::example_path("tcp"));
-    command.args(["--listen", "tcp://127.0.0.1:0"]);
-    let raw = Raw::spawn(&mut command);
-    let stderr = raw.wait_for_stderr("listening at tcp://", WAIT);
-    let addr = stderr.split("listening at tcp://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
-    let mut client = LineClient::connect(addr.parse().unwrap());
+    let server = serve_example("tcp");
+    let mut client = server.line_client();
     for line in lines {
         if let Some(sent) = line.strip_prefix("→ ") {
             client.send(sent);

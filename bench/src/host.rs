@@ -22,6 +22,7 @@ pub fn scriptling_host() -> Option<PathBuf> {
     }
     let build = match (std::env::consts::OS, std::env::consts::ARCH) {
         ("linux", "x86_64") => "linux-amd64/scriptling",
+        ("windows", "x86_64") => "windows-amd64/scriptling.exe",
         _ => return None,
     };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/scriptling-host").join(build);

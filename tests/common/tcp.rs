@@ -25,6 +25,13 @@ pub(crate) fn serve(env: &[(&str, &str)]) -> Server {
     serve_command(command)
 }
 
+/// The example `name` serving TCP on a free port.
+pub(crate) fn serve_example(name: &str) -> Server {
+    let mut command = Command::new(scriptling_plugin::testing::example_path(name));
+    command.args(["--listen", "tcp://127.0.0.1:0"]);
+    serve_command(command)
+}
+
 /// `command`, which serves TCP on a port it prints, started.
 pub(crate) fn serve_command(mut command: Command) -> Server {
     let raw = Raw::spawn(&mut command);

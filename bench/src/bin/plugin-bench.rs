@@ -223,21 +223,9 @@ fn compare(args: &Args) -> ExitCode {
         let name = if i == 0 { "floor".to_owned() } else { format!("sdk{i}") };
         println!("  {name:<6} {}", path.display());
     }
-    let mut header = format!("{:<24} {:>12}", "figure", "floor");
-    for i in 1..paths.len() {
-        header.push_str(&format!(" {:>12} {:>6}", format!("sdk{i}"), "/floor"));
-    }
-    println!("{header}  unit");
-    for f in &floor.0 {
-        let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"));
-        let mut line = format!("{:<24} {:>12}", f.key, show(f.value));
-        for sdk in &medians[1..] {
-            let s = sdk.get(f.key);
-            let ratio = s.zip(f.value).map_or_else(|| "-".to_owned(), |(s, f)| format!("{:.2}", s / f));
-            line.push_str(&format!(" {:>12} {ratio:>6}", show(s)));
-        }
-        println!("{line}  {}", f.unit);
-    }
+    let names: Vec<String> =
+        (0..paths.len()).map(|i| if i == 0 { "floor".to_owned() } else { format!("sdk{i}") }).collect();
+    print_table(&names, &medians);
     println!();
     println!("targets, for sdk{}:", paths.len() - 1);
     for (name, ok) in checks {
@@ -268,19 +256,32 @@ fn host_loops(args: &Args) -> ExitCode {
     let per_plugin: Vec<Figures> =
         (0..args.plugins.len()).map(|i| medians(&runs.iter().map(|r| r[i].clone()).collect::<Vec<_>>())).collect();
     println!("medians of {} interleaved runs through {}", args.runs.max(1), host.display());
-    for f in &per_plugin[0].0 {
-        let mut line = format!("{:<22}", f.key);
-        for figures in &per_plugin {
-            let v = figures.get(f.key);
+    let names: Vec<String> = (1..=args.plugins.len()).map(|i| format!("plugin{i}")).collect();
+    for (name, plugin) in names.iter().zip(&args.plugins) {
+        println!("  {name:<8} {}", plugin.display());
+    }
+    print_table(&names, &per_plugin);
+    ExitCode::SUCCESS
+}
+
+/// One row per figure of the first column, each column's value and its
+/// ratio to the first's.
+fn print_table(names: &[String], columns: &[Figures]) {
+    let mut header = format!("{:<24} {:>12}", "figure", names[0]);
+    for name in &names[1..] {
+        header.push_str(&format!(" {name:>12} {:>6}", format!("/{}", names[0])));
+    }
+    println!("{header}  unit");
+    let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"));
+    for f in &columns[0].0 {
+        let mut line = format!("{:<24} {:>12}", f.key, show(f.value));
+        for column in &columns[1..] {
+            let v = column.get(f.key);
             let ratio = v.zip(f.value).map_or_else(|| "-".to_owned(), |(v, first)| format!("{:.2}", v / first));
-            line.push_str(&format!(" {:>9} {ratio:>5}", v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.1}"))));
+            line.push_str(&format!(" {:>12} {ratio:>6}", show(v)));
         }
         println!("{line}  {}", f.unit);
     }
-    for (i, plugin) in args.plugins.iter().enumerate() {
-        println!("  column {}: {}", i + 1, plugin.display());
-    }
-    ExitCode::SUCCESS
 }
 
 fn spawn(args: &Args) -> ExitCode {

@@ -63,7 +63,8 @@ impl CallError {
     /// for plugin code that passes the error on), or when it is answered.
     pub(crate) fn about_call(message: impl Into<String>) -> Self {
         match crate::call::context::current_label() {
-            Some(label) => Self::as_is(format!("{label}: {}", message.into())),
+            // Named once when answered: the answer sees the name is there.
+            Some(label) => Self::new(format!("{label}: {}", message.into())),
             None => Self::new(message),
         }
     }

@@ -83,7 +83,7 @@ impl Link {
         objects: ObjectTable,
         classes: impl IntoIterator<Item = Arc<ClassInfo>>,
         host: Option<HostChannel>,
-        runtime: Handle,
+        runtime: Option<Handle>,
         waits: Waits,
     ) -> Self {
         let classes = classes.into_iter().map(|c| (c.type_id, c)).collect();
@@ -92,7 +92,7 @@ impl Link {
             objects,
             classes,
             host,
-            runtime: Some(runtime),
+            runtime,
             waits,
             log_health: LogHealth::default(),
             speaks_scriptling: AtomicBool::new(true),
@@ -127,24 +127,13 @@ impl Link {
     /// runtime if there is one.
     #[cfg(all(test, not(scriptling_loom)))]
     pub(crate) fn detached() -> Self {
-        let waits = Waits::default();
-        Self {
-            library: "lib".into(),
-            objects: ObjectTable::sequential(),
-            classes: HashMap::new(),
-            host: None,
-            runtime: Handle::try_current().ok(),
-            waits,
-            log_health: LogHealth::default(),
-            speaks_scriptling: AtomicBool::new(true),
-            peer: None,
-        }
+        Self::new("lib".into(), ObjectTable::sequential(), [], None, Handle::try_current().ok(), Waits::default())
     }
 
     /// A link to `host` for unit tests of what travels to it.
     #[cfg(all(test, not(scriptling_loom)))]
     pub(crate) fn to_host(host: HostChannel, runtime: Handle, waits: Waits) -> Self {
-        Self::new("lib".into(), ObjectTable::sequential(), [], Some(host), runtime, waits)
+        Self::new("lib".into(), ObjectTable::sequential(), [], Some(host), Some(runtime), waits)
     }
 
     /// The session's runtime.

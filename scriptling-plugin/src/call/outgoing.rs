@@ -86,9 +86,9 @@ struct State {
     closed: Option<String>,
     /// How many of `pending` are sync handlers blocking on the host.
     blocking: usize,
-    /// The most that may (`usize::MAX`: no limit), and the setting that
-    /// raises it, for the message.
-    max_blocking: (usize, &'static str),
+    /// The most that may (`None`: no limit), and the setting that raises
+    /// it, for the message.
+    max_blocking: Option<(usize, &'static str)>,
 }
 
 impl State {
@@ -116,23 +116,22 @@ enum Receiver {
 
 impl Outgoing {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            next_id: AtomicU64::new(1),
-            state: Mutex::new(State {
-                pending: HashMap::new(),
-                closed: None,
-                blocking: 0,
-                max_blocking: (usize::MAX, ""),
-            }),
-        })
+        Self::with_limit(None)
     }
 
     /// Lets at most `most` sync handlers block on the host at once (a
     /// network connection's bound, so that a client that never answers
     /// cannot hold every thread of a pool the connections share); one
     /// more fails at once, naming `setting`.
-    pub(crate) fn limit_blocking(&self, most: usize, setting: &'static str) {
-        self.state().max_blocking = (most, setting);
+    pub(crate) fn limited(most: usize, setting: &'static str) -> Arc<Self> {
+        Self::with_limit(Some((most, setting)))
+    }
+
+    fn with_limit(max_blocking: Option<(usize, &'static str)>) -> Arc<Self> {
+        Arc::new(Self {
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State { pending: HashMap::new(), closed: None, blocking: 0, max_blocking }),
+        })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -190,8 +189,7 @@ impl Outgoing {
             return Err(OutgoingError::Closed(reason.clone()));
         }
         if let Waiter::Blocking(_) = waiter {
-            let (most, setting) = state.max_blocking;
-            if state.blocking >= most {
+            if let Some((most, setting)) = state.max_blocking.filter(|&(most, _)| state.blocking >= most) {
                 return Err(OutgoingError::Crowded(format!(
                     "this connection has {most} calls waiting for it to answer callbacks, the most it may ({setting}); \
                      answer them first"

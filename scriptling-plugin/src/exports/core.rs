@@ -15,9 +15,8 @@ pub(crate) struct Options {
     pub(crate) max_frame_bytes: usize,
     pub(crate) max_batch_len: usize,
     pub(crate) shutdown_grace: Duration,
-    pub(crate) log_ack_timeout: Duration,
-    pub(crate) callback_timeout: Duration,
-    pub(crate) busy_object_timeout: Duration,
+    /// `log_ack_timeout`, `callback_timeout`, `busy_object_timeout`.
+    pub(crate) waits: Waits,
     pub(crate) max_sync_threads: usize,
     pub(crate) input_spin: Duration,
     pub(crate) panic_backtraces: bool,
@@ -27,26 +26,16 @@ pub(crate) struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        let waits = Waits::default();
         Self {
             max_frame_bytes: 64 * 1024 * 1024,
             max_batch_len: 100_000,
             shutdown_grace: Duration::from_secs(5),
-            log_ack_timeout: waits.log_ack,
-            callback_timeout: waits.callback,
-            busy_object_timeout: waits.busy_object,
+            waits: Waits::default(),
             max_sync_threads: 512,
             input_spin: Duration::from_micros(50),
             panic_backtraces: false,
             own_args: false,
         }
-    }
-}
-
-impl Options {
-    /// How long the calls of a session wait for the host, and for objects.
-    pub(crate) fn waits(&self) -> Waits {
-        Waits { callback: self.callback_timeout, log_ack: self.log_ack_timeout, busy_object: self.busy_object_timeout }
     }
 }
 

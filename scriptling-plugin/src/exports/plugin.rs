@@ -191,7 +191,7 @@ impl Plugin {
     /// follows; and as the host evidently does not acknowledge records,
     /// later calls stop waiting for it too (until it acknowledges one again).
     pub fn log_ack_timeout(mut self, bound: Duration) -> Self {
-        self.options.log_ack_timeout = bound;
+        self.options.waits.log_ack = bound;
         self
     }
 
@@ -209,7 +209,7 @@ impl Plugin {
     /// # drop(plugin);
     /// ```
     pub fn callback_timeout(mut self, limit: Duration) -> Self {
-        self.options.callback_timeout = limit;
+        self.options.waits.callback = limit;
         self
     }
 
@@ -232,7 +232,7 @@ impl Plugin {
     /// # drop(plugin);
     /// ```
     pub fn busy_object_timeout(mut self, limit: Duration) -> Self {
-        self.options.busy_object_timeout = limit;
+        self.options.waits.busy_object = limit;
         self
     }
 

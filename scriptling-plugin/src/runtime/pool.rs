@@ -135,6 +135,8 @@ struct Shared {
 /// A pool thread, for the stall rule.
 struct Slot {
     clock: Option<ThreadClock>,
+    /// How long a window of its CPU time is (see [`Slot::watch`]).
+    window: Duration,
     /// Running a job that does not wait on the host.
     busy: bool,
     /// Its CPU time when its window began (`None`: not watched yet).
@@ -147,18 +149,32 @@ impl Slot {
     /// Watches the thread's CPU time: judges it once its window is full
     /// (at least [`JUDGE`], and four ticks of a coarse clock), and begins
     /// the next.
+    /// The clock is read only when a window begins or ends: this runs
+    /// under the pool's lock, every stall check.
     fn watch(&mut self) {
-        let now = (self.clock.as_ref().and_then(ThreadClock::used), Instant::now());
-        let window = JUDGE.max(self.clock.as_ref().map_or(Duration::ZERO, |c| c.resolution() * 4));
         match self.sample {
-            Some((before, at)) if at.elapsed() >= window => {
-                let floor = at.elapsed() / COMPUTING;
-                self.computing = Some(matches!((before, now.0), (Some(b), Some(n)) if n.saturating_sub(b) >= floor));
-                self.sample = Some(now);
+            Some((before, at)) => {
+                let elapsed = at.elapsed();
+                if elapsed >= self.window {
+                    let now = self.sample_now();
+                    let floor = elapsed / COMPUTING;
+                    self.computing =
+                        Some(matches!((before, now.0), (Some(b), Some(n)) if n.saturating_sub(b) >= floor));
+                    self.sample = Some(now);
+                }
             }
-            Some(_) => {}
-            None => self.sample = Some(now),
+            None => self.sample = Some(self.sample_now()),
         }
+    }
+
+    fn sample_now(&self) -> (Option<Duration>, Instant) {
+        (self.clock.as_ref().and_then(ThreadClock::used), Instant::now())
+    }
+
+    /// Gives the slot its thread's clock (only the thread can make it).
+    fn set_clock(&mut self, clock: Option<ThreadClock>) {
+        self.window = JUDGE.max(clock.as_ref().map_or(Duration::ZERO, |c| c.resolution() * 4));
+        self.clock = clock;
     }
 }
 
@@ -333,7 +349,8 @@ impl Shared {
                     state.slots.push(None);
                 }
                 // Its clock is set when it starts (only it can make it).
-                state.slots[slot] = Some(Slot { clock: None, busy: false, sample: None, computing: None });
+                state.slots[slot] =
+                    Some(Slot { clock: None, window: JUDGE, busy: false, sample: None, computing: None });
             }
             Err(e) => {
                 eprintln!("scriptling-plugin: cannot start a thread for sync handlers: {e}");
@@ -377,12 +394,16 @@ impl Shared {
             }
         }
         let stalled = state.started == started;
-        let since = if stalled { *state.stalled_since.get_or_insert_with(Instant::now) } else { Instant::now() };
-        state.stalled_since = stalled.then_some(since);
+        let since = if stalled {
+            Some(*state.stalled_since.get_or_insert_with(Instant::now))
+        } else {
+            state.stalled_since = None;
+            None
+        };
         let short = state.busy() < self.settings.parallelism;
         let needed = stalled && (short || (blocked > 0 && computing < self.settings.parallelism));
         let patience = *state.patience.get_or_insert(STARVED);
-        let starved = stalled && since.elapsed() >= patience;
+        let starved = since.is_some_and(|since| since.elapsed() >= patience);
         if starved && !needed {
             state.patience = Some(patience.saturating_mul(2));
             state.stalled_since = None;
@@ -428,7 +449,7 @@ impl Shared {
         let mut state = lock(&self.state);
         state.starting -= 1;
         if let Some(Some(entry)) = state.slots.get_mut(slot) {
-            entry.clock = clock;
+            entry.set_clock(clock);
         }
         loop {
             if let Some(job) = state.queue.pop_front() {
@@ -533,6 +554,15 @@ impl Drop for OnHost {
     }
 }
 
+/// Settings for the tests, with no stall rule (the tests that want one
+/// say so).
+#[cfg(test)]
+impl Settings {
+    fn for_test(parallelism: usize, max_threads: usize, spin: Duration) -> Settings {
+        Settings { parallelism, max_threads, spin, idle_exit: IDLE_EXIT, stall: None }
+    }
+}
+
 #[cfg(all(test, not(scriptling_loom)))]
 mod tests {
     use super::*;
@@ -560,11 +590,6 @@ mod tests {
         Box::new(Task { run, refused: None })
     }
 
-    /// Settings with no stall rule (the tests that want one say so).
-    fn settings(parallelism: usize, max_threads: usize, spin: Duration) -> Settings {
-        Settings { parallelism, max_threads, spin, idle_exit: IDLE_EXIT, stall: None }
-    }
-
     fn wait_for_counts(pool: &Pool, what: impl Fn((usize, usize, usize)) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !what(pool.counts()) {
@@ -575,7 +600,8 @@ mod tests {
 
     #[test]
     fn runs_every_job() {
-        let pool = Pool::new(None, Settings { stall: Some(STALL), ..settings(2, 64, Duration::from_micros(50)) });
+        let pool =
+            Pool::new(None, Settings { stall: Some(STALL), ..Settings::for_test(2, 64, Duration::from_micros(50)) });
         let (tx, rx) = mpsc::channel();
         for i in 0..1000 {
             let tx = tx.clone();
@@ -594,7 +620,11 @@ mod tests {
     fn threads_coming_and_going_keep_the_counts_right() {
         let pool = Pool::new(
             None,
-            Settings { idle_exit: Duration::from_micros(1), stall: Some(STALL), ..settings(2, 8, Duration::ZERO) },
+            Settings {
+                idle_exit: Duration::from_micros(1),
+                stall: Some(STALL),
+                ..Settings::for_test(2, 8, Duration::ZERO)
+            },
         );
         let (tx, rx) = mpsc::channel();
         for round in 0..10_000 {
@@ -618,7 +648,8 @@ mod tests {
 
     #[test]
     fn blocked_threads_do_not_hold_up_other_jobs() {
-        let pool = Pool::new(None, Settings { stall: Some(STALL), ..settings(2, 64, Duration::from_micros(50)) });
+        let pool =
+            Pool::new(None, Settings { stall: Some(STALL), ..Settings::for_test(2, 64, Duration::from_micros(50)) });
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
         // More blocked jobs than cores.
@@ -639,7 +670,7 @@ mod tests {
     /// Runs `jobs` at once on a 2-core pool with the stall rule, each doing
     /// `job`; returns the most threads the pool had meanwhile.
     fn most_threads(jobs: usize, job: impl Fn() + Send + Sync + 'static) -> usize {
-        let pool = Pool::new(None, Settings { stall: Some(STALL), ..settings(2, 64, Duration::ZERO) });
+        let pool = Pool::new(None, Settings { stall: Some(STALL), ..Settings::for_test(2, 64, Duration::ZERO) });
         let job = Arc::new(job);
         let (tx, rx) = mpsc::channel();
         for _ in 0..jobs {
@@ -682,7 +713,7 @@ mod tests {
 
     #[test]
     fn a_short_job_waits_behind_long_computations_only_about_the_starvation_time() {
-        let pool = Pool::new(None, Settings { stall: Some(STALL), ..settings(1, 64, Duration::ZERO) });
+        let pool = Pool::new(None, Settings { stall: Some(STALL), ..Settings::for_test(1, 64, Duration::ZERO) });
         let (started_tx, started) = mpsc::channel();
         let computing = Arc::new(std::sync::atomic::AtomicBool::new(true));
         for _ in 0..2 {
@@ -731,7 +762,7 @@ mod tests {
     #[test]
     fn threads_waiting_on_the_host_lend_their_place_at_once() {
         // No runtime: no stall rule, so only the host waits make room.
-        let pool = Pool::new(None, settings(1, 64, Duration::ZERO));
+        let pool = Pool::new(None, Settings::for_test(1, 64, Duration::ZERO));
         let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         for _ in 0..20 {
             pool.submit(on_host(&pool, &gate));
@@ -747,7 +778,7 @@ mod tests {
 
     #[test]
     fn when_every_thread_waits_on_the_host_new_work_is_refused_at_once() {
-        let pool = Pool::new(None, settings(1, 4, Duration::ZERO));
+        let pool = Pool::new(None, Settings::for_test(1, 4, Duration::ZERO));
         let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         for _ in 0..4 {
             pool.submit(on_host(&pool, &gate));
@@ -768,7 +799,8 @@ mod tests {
 
     #[test]
     fn a_panicking_job_leaves_the_counts_right_and_close_refuses_what_waits() {
-        let pool = Pool::new(None, Settings { stall: Some(STALL), ..settings(2, 8, Duration::from_micros(50)) });
+        let pool =
+            Pool::new(None, Settings { stall: Some(STALL), ..Settings::for_test(2, 8, Duration::from_micros(50)) });
         for _ in 0..10 {
             pool.submit(task(|| panic!("job panic")));
         }
@@ -788,10 +820,6 @@ mod tests {
 mod model {
     use super::*;
     use crate::support::sync::{AtomicUsize, Ordering};
-
-    fn settings(parallelism: usize, max_threads: usize, spin: Duration) -> Settings {
-        Settings { parallelism, max_threads, spin, idle_exit: IDLE_EXIT, stall: None }
-    }
 
     struct Counted {
         ran: Arc<AtomicUsize>,
@@ -817,7 +845,7 @@ mod model {
     #[test]
     fn work_behind_a_full_pool_waiting_on_the_host_is_refused_never_stuck() {
         crate::support::sync::model(|| {
-            let pool = Pool::new(None, settings(1, 1, Duration::ZERO));
+            let pool = Pool::new(None, Settings::for_test(1, 1, Duration::ZERO));
             let (ran, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
             let inner_done = Arc::new(AtomicUsize::new(0));
             let (p, r, f, d) = (pool.clone(), Arc::clone(&ran), Arc::clone(&refused), Arc::clone(&inner_done));
@@ -849,7 +877,7 @@ mod model {
     #[test]
     fn no_job_is_lost() {
         crate::support::sync::model(|| {
-            let pool = Pool::new(None, settings(1, 2, Duration::ZERO));
+            let pool = Pool::new(None, Settings::for_test(1, 2, Duration::ZERO));
             let ran = Arc::new(AtomicUsize::new(0));
             let refused = Arc::new(AtomicUsize::new(0));
             for _ in 0..2 {

@@ -6,11 +6,12 @@
 //!
 //! The thread sleeps until the earliest deadline (or for ever, with none),
 //! and is woken when an earlier one is set. An action runs on it when its
-//! deadline passes, unless its [`Deadline`] was dropped first; actions must
-//! be quick (they hand work on, they do not do it).
+//! deadline passes, unless its [`Deadline`] was dropped first (which takes
+//! it out at once: a deadline set for every callback and cancelled within
+//! microseconds leaves nothing behind); actions must be quick (they hand
+//! work on, they do not do it).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,18 +28,17 @@ struct Timer {
 
 #[derive(Default)]
 struct State {
-    /// Deadlines, earliest first; a cancelled one stays until it is due
-    /// and is then skipped.
-    due: BinaryHeap<Reverse<(Instant, u64)>>,
-    /// The actions still to run, by id.
-    actions: HashMap<u64, Action>,
+    /// The actions still to run, earliest deadline first (the id tells
+    /// deadlines at the same moment apart).
+    due: BTreeMap<(Instant, u64), Action>,
     next: u64,
     started: bool,
 }
 
 /// A pending deadline: dropping it cancels its action (a no-op once run).
+/// `None`: a deadline too far away to ever pass.
 #[must_use = "dropping the deadline cancels it"]
-pub(crate) struct Deadline(u64);
+pub(crate) struct Deadline(Option<(Instant, u64)>);
 
 impl Deadline {
     /// Lets the action run when due, whatever becomes of this handle.
@@ -49,7 +49,9 @@ impl Deadline {
 
 impl Drop for Deadline {
     fn drop(&mut self) {
-        lock(&the_timer().state).actions.remove(&self.0);
+        if let Some(key) = self.0 {
+            lock(&the_timer().state).due.remove(&key);
+        }
     }
 }
 
@@ -65,11 +67,10 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
     let timer = the_timer();
     let mut state = lock(&timer.state);
     state.next += 1;
-    let id = state.next;
-    if let Some(at) = Instant::now().checked_add(delay) {
-        let earliest = state.due.peek().is_none_or(|Reverse((first, _))| at < *first);
-        state.due.push(Reverse((at, id)));
-        state.actions.insert(id, Box::new(action));
+    let key = Instant::now().checked_add(delay).map(|at| (at, state.next));
+    if let Some(key) = key {
+        let earliest = state.due.first_key_value().is_none_or(|(first, _)| key < *first);
+        state.due.insert(key, Box::new(action));
         if !state.started {
             state.started = true;
             let spawned = std::thread::Builder::new().name("plugin-timer".into()).spawn(|| the_timer().run());
@@ -81,7 +82,7 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
             timer.changed.notify_one();
         }
     }
-    Deadline(id)
+    Deadline(key)
 }
 
 impl Timer {
@@ -90,12 +91,8 @@ impl Timer {
         loop {
             let now = Instant::now();
             let mut ready = Vec::new();
-            while let Some(&Reverse((at, id))) = state.due.peek() {
-                if at > now {
-                    break;
-                }
-                state.due.pop();
-                ready.extend(state.actions.remove(&id));
+            while let Some(entry) = state.due.first_entry().filter(|entry| entry.key().0 <= now) {
+                ready.push(entry.remove());
             }
             if !ready.is_empty() {
                 drop(state);
@@ -108,10 +105,10 @@ impl Timer {
                 state = lock(&self.state);
                 continue;
             }
-            state = match state.due.peek() {
-                Some(&Reverse((at, _))) => {
+            state = match state.due.first_key_value() {
+                Some(((at, _), _)) => {
                     let left = at.saturating_duration_since(now);
-                    self.changed.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0
+                    self.changed.wait_timeout(state, left).unwrap_or_else(std::sync::PoisonError::into_inner).0
                 }
                 None => self.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
             };
@@ -155,6 +152,15 @@ mod tests {
         let _near = after(Duration::from_millis(5), move || tx.send(()).unwrap());
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_cancelled_deadline_leaves_nothing_behind() {
+        let far = after(Duration::from_secs(3600), || {});
+        let key = far.0.expect("an hour can be added to now");
+        assert!(lock(&the_timer().state).due.contains_key(&key));
+        drop(far);
+        assert!(!lock(&the_timer().state).due.contains_key(&key), "taken out when dropped, not when due");
     }
 
     #[test]

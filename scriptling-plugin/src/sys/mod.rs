@@ -55,7 +55,7 @@ impl Stop {
     /// Stops the reader.
     pub(crate) fn stop(&self) {
         if !self.stopped.swap(true, Ordering::AcqRel) {
-            self.waker.wake(self);
+            self.waker.wake();
         }
     }
 
@@ -68,12 +68,14 @@ impl Stop {
 /// `None` once `until` has passed with nothing to read (a deadline the OS
 /// module can keep: on Windows, a socket's). Once `stop` is told to, what
 /// the host has already sent is read, once (so that what it sent before the
-/// end is answered), and then every read returns [`stopped`].
+/// end is answered), and then every read returns [`stopped`]. `ready`
+/// says the caller has just seen bytes there (no wait before the first read).
 pub(crate) fn read<R: Readable + ?Sized>(
     source: &mut R,
     stop: &Stop,
     buf: &mut [u8],
     until: Option<Instant>,
+    mut ready: bool,
 ) -> io::Result<Option<usize>> {
     loop {
         if stop.is_stopped() {
@@ -86,7 +88,7 @@ pub(crate) fn read<R: Readable + ?Sized>(
                 _ => return Ok(None),
             },
         };
-        if !os::wait(source, stop, timeout)? {
+        if !std::mem::take(&mut ready) && !os::wait(source, stop, timeout)? {
             continue; // stopped, timed out, or a signal: look again
         }
         match os::read(source, stop, buf) {

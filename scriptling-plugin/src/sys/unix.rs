@@ -32,7 +32,7 @@ impl Waker {
         Ok(Waker { read, write })
     }
 
-    pub(super) fn wake(&self, _stop: &Stop) {
+    pub(super) fn wake(&self) {
         // One byte, once: the pipe never fills.
         let _ = (&self.write).write(&[0]);
     }
@@ -527,12 +527,12 @@ mod tests {
         let stop = std::sync::Arc::new(Stop::new().unwrap());
         writer.write_all(b"hi").unwrap();
         let mut buf = [0u8; 8];
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(2));
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap(), Some(2));
         let until = Instant::now() + Duration::from_millis(30);
-        assert_eq!(read(&mut reader, &stop, &mut buf, Some(until)).unwrap(), None, "nothing by the deadline");
+        assert_eq!(read(&mut reader, &stop, &mut buf, Some(until), false).unwrap(), None, "nothing by the deadline");
         let stopper = std::sync::Arc::clone(&stop);
         let blocked =
-            std::thread::spawn(move || read(&mut reader, &stopper, &mut buf, None).map_err(|e| e.to_string()));
+            std::thread::spawn(move || read(&mut reader, &stopper, &mut buf, None, false).map_err(|e| e.to_string()));
         std::thread::sleep(Duration::from_millis(20));
         assert!(!blocked.is_finished(), "waits for input");
         stop.stop();
@@ -547,8 +547,8 @@ mod tests {
         writer.write_all(b"sent before the end").unwrap();
         stop.stop();
         let mut buf = [0u8; 64];
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(19));
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap(), Some(19));
         writer.write_all(b"after").unwrap();
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap_err().to_string(), stopped().to_string());
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap_err().to_string(), stopped().to_string());
     }
 }

@@ -34,6 +34,7 @@ use windows_sys::core::BOOL;
 use super::{Signal, Stop, stopped};
 
 /// Locks `mutex`, ignoring poison (nothing here leaves state half-made).
+/// (`sys` is the lowest layer: `support::lock` is above it.)
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -62,12 +63,6 @@ impl Readable for Stdin {
 }
 
 impl Readable for PipeReader {
-    fn waitable(&self) -> Waitable {
-        Waitable::Handle(self.as_raw_handle())
-    }
-}
-
-impl Readable for File {
     fn waitable(&self) -> Waitable {
         Waitable::Handle(self.as_raw_handle())
     }
@@ -107,7 +102,7 @@ impl Waker {
     /// Wakes the reader. A read that cannot be cancelled (some consoles, a
     /// pipe under Wine made by a Unix program) goes on until its input
     /// delivers or closes.
-    pub(super) fn wake(&self, _stop: &Stop) {
+    pub(super) fn wake(&self) {
         let mut state = lock(&self.state);
         if let Some(socket) = &state.socket {
             let _ = socket.send(&[0]);
@@ -462,7 +457,6 @@ fn cycles(thread: &OwnedHandle) -> Option<u64> {
 /// Whether stdin is a pipe: another program talks to the plugin over it, as
 /// a Scriptling host does (a console, or the NUL device, is not).
 pub(crate) fn stdin_is_pipe() -> bool {
-    use std::os::windows::io::AsRawHandle;
     // SAFETY: asks the kind of the process's stdin handle.
     unsafe { GetFileType(io::stdin().as_raw_handle()) == FILE_TYPE_PIPE }
 }
@@ -492,10 +486,10 @@ mod tests {
         let stop = std::sync::Arc::new(Stop::new().unwrap());
         writer.write_all(b"hi").unwrap();
         let mut buf = [0u8; 8];
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(2));
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap(), Some(2));
         let stopper = std::sync::Arc::clone(&stop);
         let blocked =
-            std::thread::spawn(move || read(&mut reader, &stopper, &mut buf, None).map_err(|e| e.to_string()));
+            std::thread::spawn(move || read(&mut reader, &stopper, &mut buf, None, false).map_err(|e| e.to_string()));
         std::thread::sleep(Duration::from_millis(50));
         assert!(!blocked.is_finished(), "waits for input");
         stop.stop();
@@ -512,9 +506,9 @@ mod tests {
         let stop = Stop::new().unwrap();
         stop.stop();
         let mut buf = [0u8; 64];
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap(), Some(19));
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap(), Some(19));
         writer.write_all(b"after").unwrap();
-        assert_eq!(read(&mut reader, &stop, &mut buf, None).unwrap_err().to_string(), stopped().to_string());
+        assert_eq!(read(&mut reader, &stop, &mut buf, None, false).unwrap_err().to_string(), stopped().to_string());
     }
 
     #[test]
@@ -525,10 +519,10 @@ mod tests {
         let stop = std::sync::Arc::new(Stop::new().unwrap());
         let mut buf = [0u8; 8];
         let until = Instant::now() + Duration::from_millis(30);
-        assert_eq!(read(&mut served, &stop, &mut buf, Some(until)).unwrap(), None);
+        assert_eq!(read(&mut served, &stop, &mut buf, Some(until), false).unwrap(), None);
         let stopper = std::sync::Arc::clone(&stop);
         let blocked =
-            std::thread::spawn(move || read(&mut served, &stopper, &mut buf, None).map_err(|e| e.to_string()));
+            std::thread::spawn(move || read(&mut served, &stopper, &mut buf, None, false).map_err(|e| e.to_string()));
         std::thread::sleep(Duration::from_millis(50));
         assert!(!blocked.is_finished(), "waits for input");
         stop.stop();

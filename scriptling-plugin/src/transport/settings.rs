@@ -58,8 +58,17 @@ impl<'a, E: Fn(&str) -> Option<String>> Settings<'a, E> {
         parse_listen(&text).map(Some)
     }
 
-    /// Variable `name` as seconds (`0` allowed only if `allow_zero`).
-    pub(crate) fn seconds(&self, name: &str, allow_zero: bool) -> Result<Option<Duration>, String> {
+    /// Variable `name` as a positive number of seconds.
+    pub(crate) fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
+        self.seconds_from(name, false)
+    }
+
+    /// Variable `name` as seconds, `0` meaning no limit: `Some(None)`.
+    pub(crate) fn seconds_or_never(&self, name: &str) -> Result<Option<Option<Duration>>, String> {
+        Ok(self.seconds_from(name, true)?.map(|t| (!t.is_zero()).then_some(t)))
+    }
+
+    fn seconds_from(&self, name: &str, allow_zero: bool) -> Result<Option<Duration>, String> {
         let Some(text) = self.env(name) else { return Ok(None) };
         let secs: f64 = text
             .parse()

@@ -220,6 +220,15 @@ impl IntoValueError {
     pub(crate) fn is_refusal(&self) -> bool {
         self.refusal
     }
+
+    /// The error inside `context` (`field 'c'`), for a value within a
+    /// value; a refusal stays as it is, wherever it happened.
+    pub(crate) fn within(self, context: impl fmt::Display) -> Self {
+        match self.refusal {
+            true => self,
+            false => Self::new(format!("{context}: {}", self.message)),
+        }
+    }
 }
 
 impl fmt::Display for IntoValueError {
@@ -620,5 +629,13 @@ mod tests {
         let v = m.clone().into_value().unwrap();
         assert_eq!(v.to_string(), r#"{"a": 1, "b": 2}"#);
         assert_eq!(from::<HashMap<String, u16>>(v), Ok(m));
+    }
+
+    #[test]
+    fn a_refusal_inside_a_value_stays_as_it_is() {
+        let plain = IntoValueError::new("too big").within("field 'c'");
+        assert_eq!((plain.to_string(), plain.is_refusal()), ("field 'c': too big".into(), false));
+        let refusal = IntoValueError::refusal("the object limit is reached").within("field 'c'").within("item 0");
+        assert_eq!((refusal.to_string(), refusal.is_refusal()), ("the object limit is reached".into(), true));
     }
 }

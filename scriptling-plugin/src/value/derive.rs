@@ -123,14 +123,14 @@ pub fn variant_form(name: &str, has_data: bool) -> FromValueError {
 
 /// Stores field `value` under `key`.
 pub fn put<T>(entries: &mut Entries, key: &str, value: T, convert: Write<T>) -> Result<(), IntoValueError> {
-    let value = convert(value).map_err(|e| IntoValueError::new(format!("field '{key}': {e}")))?;
+    let value = convert(value).map_err(|e| e.within(format_args!("field '{key}'")))?;
     entries.insert(key.to_owned(), value);
     Ok(())
 }
 
 /// `value` as a list item at `index`.
 pub fn element<T>(index: usize, value: T, convert: Write<T>) -> Result<Value, IntoValueError> {
-    convert(value).map_err(|e| IntoValueError::new(format!("item {index}: {e}")))
+    convert(value).map_err(|e| e.within(format_args!("item {index}")))
 }
 
 /// A variant with data: a dict with one entry, its name, holding `data`.

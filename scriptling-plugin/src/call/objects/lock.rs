@@ -298,8 +298,9 @@ pub(crate) struct Acquire<'a> {
     bound: Duration,
     ticket: Option<u64>,
     clock: OnHostClock,
-    /// Wakes the task when the bound passes (the timer thread's).
-    deadline: Option<timer::Deadline>,
+    /// Wakes the task (this waker) when the bound passes (the timer
+    /// thread's).
+    deadline: Option<(timer::Deadline, std::task::Waker)>,
     done: bool,
 }
 
@@ -322,10 +323,16 @@ impl Future for Acquire<'_> {
                         Some((_, waker)) => waker.clone_from(cx.waker()),
                         None => access.wakers.push((ticket, cx.waker().clone())),
                     }
-                    this.deadline = left.map(|left| {
-                        let waker = cx.waker().clone();
-                        timer::after(left, move || waker.wake())
-                    });
+                    // The bound's moment is fixed once a holder waits on
+                    // the host: set once, again only for a new waker.
+                    match left {
+                        None => this.deadline = None,
+                        Some(_) if this.deadline.as_ref().is_some_and(|(_, w)| w.will_wake(cx.waker())) => {}
+                        Some(left) => {
+                            let waker = cx.waker().clone();
+                            this.deadline = Some((timer::after(left, move || waker.wake()), cx.waker().clone()));
+                        }
+                    }
                     return Poll::Pending;
                 }
                 Err(refusal) => {

@@ -198,20 +198,20 @@ impl HttpConfig {
         if let Some(token) = settings.env("SCRIPTLING_PLUGIN_TOKEN") {
             config = config.token(token);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_TIMEOUT")? {
             config = config.timeout(t);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_HEADER_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_HEADER_TIMEOUT")? {
             config = config.header_timeout(t);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_BODY_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_BODY_TIMEOUT")? {
             config = config.body_timeout(t);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_IDLE_TIMEOUT")? {
             config = config.idle_timeout(t);
         }
-        if let Some(ttl) = settings.seconds("SCRIPTLING_PLUGIN_OBJECT_TTL", true)? {
-            config = config.object_ttl((!ttl.is_zero()).then_some(ttl));
+        if let Some(ttl) = settings.seconds_or_never("SCRIPTLING_PLUGIN_OBJECT_TTL")? {
+            config = config.object_ttl(ttl);
         }
         if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_CONNECTIONS")? {
             config = config.max_connections(n);

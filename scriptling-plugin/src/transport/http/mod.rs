@@ -118,11 +118,11 @@ pub(crate) async fn serve(
         owner: "client",
     };
     let objects = ObjectTable::generated(random_id, Some(limit));
-    let waits = core.options.waits();
+    let waits = core.options.waits;
     // HTTP cannot carry the plugin's own requests: no host channel.
     let options = &core.options;
     let pool = Pool::for_options(runtime.clone(), options);
-    let link = Link::new(Arc::clone(&core.library), objects, classes, None, runtime, waits);
+    let link = Link::new(Arc::clone(&core.library), objects, classes, None, Some(runtime), waits);
     let dispatcher = Dispatcher::new(core, Arc::new(link), pool.clone());
     let sweeper = config.object_ttl.map(|ttl| tokio::spawn(expire_idle_objects(Arc::clone(&dispatcher), ttl)));
     let service = Arc::new(Service { dispatcher: Arc::clone(&dispatcher), config });

@@ -94,12 +94,12 @@ impl<R: Readable> Input<R> {
         }
     }
 
-    /// Notes where the bytes just read leave the line under way.
-    fn track_line(&mut self, read: &[u8]) {
+    /// Notes where the bytes just read, `now`, leave the line under way.
+    fn track_line(&mut self, read: &[u8], now: Instant) {
         match read.iter().rposition(|&b| b == b'\n') {
-            Some(end) => self.line_started = (end + 1 < read.len()).then(Instant::now),
+            Some(end) => self.line_started = (end + 1 < read.len()).then_some(now),
             None if !read.is_empty() => {
-                self.line_started.get_or_insert_with(Instant::now);
+                self.line_started.get_or_insert(now);
             }
             None => {}
         }
@@ -134,22 +134,27 @@ impl<R: Readable> Input<R> {
         self.expecting = due;
     }
 
-    /// Polls for bytes for up to the spin, when an answer is due.
-    fn spin(&self) {
+    /// Polls for bytes for up to the spin, when an answer is due; returns
+    /// whether they came.
+    fn spin(&self) -> bool {
         if !self.expecting || self.spin.is_zero() {
-            return;
+            return false;
         }
         let until = Instant::now() + self.spin;
-        while Instant::now() < until && !sys::ready_now(&self.inner) {
+        while Instant::now() < until {
+            if sys::ready_now(&self.inner) {
+                return true;
+            }
             // The thread that answers the host may need this core.
             std::thread::yield_now();
         }
+        false
     }
 }
 
 impl<R: Readable> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.spin();
+        let mut ready = self.spin();
         loop {
             let quiet = match &mut self.quiet {
                 None => None,
@@ -158,16 +163,14 @@ impl<R: Readable> Read for Input<R> {
                     Quiet::End(reason) => return Err(io::Error::new(io::ErrorKind::TimedOut, reason)),
                 },
             };
-            let until = match (quiet, self.line_deadline()?) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            if let Some(n) = sys::read(&mut self.inner, &self.stop, buf, until)? {
-                if self.quiet.is_some() {
-                    self.last_read = Instant::now();
-                }
-                if self.line_limit.is_some() {
-                    self.track_line(&buf[..n]);
+            let until = quiet.into_iter().chain(self.line_deadline()?).min();
+            if let Some(n) = sys::read(&mut self.inner, &self.stop, buf, until, std::mem::take(&mut ready))? {
+                if self.quiet.is_some() || self.line_limit.is_some() {
+                    let now = Instant::now();
+                    self.last_read = now;
+                    if self.line_limit.is_some() {
+                        self.track_line(&buf[..n], now);
+                    }
                 }
                 return Ok(n);
             }

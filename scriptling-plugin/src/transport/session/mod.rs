@@ -110,15 +110,15 @@ impl Session {
         output: Box<dyn Write + Send>,
     ) -> std::io::Result<Session> {
         let (control_tx, control) = mpsc::channel();
-        let failed = std::sync::Mutex::new(control_tx.clone());
+        let failed = control_tx.clone();
         let on_failure = Box::new(move |e: &std::io::Error| {
-            let _ = crate::support::lock(&failed).send(Control::OutputClosed(e.to_string()));
+            let _ = failed.send(Control::OutputClosed(e.to_string()));
         });
         let writer = FrameWriter::new(output, on_failure, setup.threads.writer, setup.queue_limit)?;
-        let outgoing = Outgoing::new();
-        if let Some(most) = setup.max_waiting_calls {
-            outgoing.limit_blocking(most, "SCRIPTLING_PLUGIN_MAX_WAITING_CALLS, TcpConfig::max_waiting_calls");
-        }
+        let outgoing = match setup.max_waiting_calls {
+            Some(most) => Outgoing::limited(most, "SCRIPTLING_PLUGIN_MAX_WAITING_CALLS, TcpConfig::max_waiting_calls"),
+            None => Outgoing::new(),
+        };
         if let Some(limit) = setup.line_timeout {
             lines.source_mut().limit_lines(limit);
         }
@@ -131,8 +131,8 @@ impl Session {
         }
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: Arc::new(Arc::clone(&writer)) };
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
-        let waits = core.options.waits();
-        let link = Link::new(Arc::clone(&core.library), objects, classes, Some(host), runtime, waits);
+        let waits = core.options.waits;
+        let link = Link::new(Arc::clone(&core.library), objects, classes, Some(host), Some(runtime), waits);
         let link = match &peer {
             Some(peer) => link.for_connection(Arc::clone(peer)),
             None => link,
@@ -163,9 +163,9 @@ impl Session {
     /// Ends the session on the first SIGINT or SIGTERM too; the handlers
     /// are restored when the session ends.
     pub(crate) fn watch_signals(&mut self, signals: Signals) -> std::io::Result<()> {
-        let control = std::sync::Mutex::new(self.routes.control.clone());
+        let control = self.routes.control.clone();
         self.signals = Some(signals.watch(move |signal| {
-            let _ = crate::support::lock(&control).send(Control::Signal(signal));
+            let _ = control.send(Control::Signal(signal));
         })?);
         Ok(())
     }

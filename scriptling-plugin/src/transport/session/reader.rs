@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 
@@ -23,7 +23,7 @@ use crate::runtime::done::{Done, Outcome};
 use crate::sys::{Readable, Stop};
 use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
-use crate::transport::session::writer::{self, Frame, FrameWriter, Kind};
+use crate::transport::session::writer::{self, Frame, FrameWriter, Kind, NoProgress};
 use crate::transport::session::{Control, Gate};
 
 /// Lines at least this long are moved out of the reader whole (no copy, and
@@ -65,14 +65,17 @@ impl<R: Readable> Reader<R> {
         loop {
             // A host that reads our answers slowly gets its requests read
             // slowly; the time held back does not count against its line.
-            let held = Instant::now();
             let room =
                 routes.writer.wait_for_room(|| routes.stop.is_stopped(), || routes.outgoing.awaiting(), self.patience);
-            self.lines.source_mut().hold_line_clock(held.elapsed());
-            if !room {
-                let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
-                routes.note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
-                break;
+            match room {
+                Ok(held) if held.is_zero() => {}
+                Ok(held) => self.lines.source_mut().hold_line_clock(held),
+                Err(NoProgress) => {
+                    let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
+                    routes
+                        .note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
+                    break;
+                }
             }
             match self.lines.next(&mut self.buf) {
                 Ok(Line::Frame) => {
@@ -101,11 +104,7 @@ impl<R: Readable> Reader<R> {
                 Ok(Line::Eof) => break,
                 Err(_) if routes.stop.is_stopped() => return,
                 Err(e) if e.get_ref().is_some_and(|e| e.is::<LineUnfinished>()) => {
-                    let limit = e.get_ref().and_then(|e| e.downcast_ref::<LineUnfinished>()).map(|l| l.0);
-                    let message = format!(
-                        "invalid request: {e} (the line timeout, {})",
-                        limit.map_or(String::new(), |l| format!("{l:?}: SCRIPTLING_PLUGIN_LINE_TIMEOUT"))
-                    );
+                    let message = format!("invalid request: {e} (SCRIPTLING_PLUGIN_LINE_TIMEOUT)");
                     routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
                     routes.note(&format!("closing: {e}"));
                     break;
@@ -163,7 +162,6 @@ impl Routes {
         match rpc::parse_text(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                self.writer.reserve(text.len());
                 let done = self.answer(id, text.len());
                 self.run(Incoming::new(frame, request), done);
             }
@@ -220,11 +218,9 @@ impl Routes {
     fn batch(&self, frame: &Bytes, len: usize, messages: Vec<Message<'_>>) {
         let writer = Arc::clone(&self.writer);
         writer.reserve(len);
-        let batch = Batch::new(Box::new(move |array| {
-            if let Some(array) = array {
-                writer.send(Frame::line(Kind::Answer, array));
-            }
-            writer.release(len);
+        let batch = Batch::new(Box::new(move |array| match array {
+            Some(array) => writer.send(Frame::line(Kind::Answer, array).releasing(len)),
+            None => writer.release(len),
         }));
         for message in messages {
             match message {
@@ -257,13 +253,14 @@ impl Routes {
         self.writer.send(Frame::line(Kind::Answer, line));
     }
 
-    /// Writes the answer to request `id` (a notification's is dropped),
-    /// then releases the `reserved` bytes of its line.
-    fn answer(&self, id: Option<Id>, reserved: usize) -> Done {
+    /// Writes the answer to request `id` (a notification's is dropped);
+    /// the request's `len` bytes count against the queue until then.
+    fn answer(&self, id: Option<Id>, len: usize) -> Done {
         let writer = Arc::clone(&self.writer);
-        let Some(id) = id else { return Done::new(move |_| writer.release(reserved)) };
+        writer.reserve(len);
+        let Some(id) = id else { return Done::new(move |_| writer.release(len)) };
         Done::new(move |outcome: Outcome| {
-            writer.send(match outcome {
+            let frame = match outcome {
                 // Written from where it was serialised: no copy of a large result.
                 Ok(result) if result.len() >= MOVE_LINES_FROM => {
                     let mut head = rpc::result_head(&id);
@@ -278,8 +275,8 @@ impl Routes {
                     rpc::write_error(&mut line, Some(&id), &error);
                     Frame::line(Kind::Answer, line)
                 }
-            });
-            writer.release(reserved);
+            };
+            writer.send(frame.releasing(len));
         })
     }
 }

@@ -151,10 +151,7 @@ pub(crate) fn quiet_limits(
             if deadline.is_some_and(|d| now >= d) {
                 return Quiet::End(format!("idle for {idle:?}"));
             }
-            until = match (until, deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            until = until.into_iter().chain(deadline).min();
         }
         Quiet::Until(until)
     }))

@@ -47,7 +47,7 @@ use crate::support::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_
 /// size up to which a write to a pipe is never split. (macOS's is 512: a
 /// frame between that and this may be cut there when the host stops
 /// reading mid-write, and is then counted as lost.)
-pub(crate) const GATHER: usize = 4096;
+const GATHER: usize = 4096;
 /// The largest piece of a large frame written at once, so that the drain
 /// sees progress while a slow host reads it.
 const PIECE: usize = 64 * 1024;
@@ -82,6 +82,9 @@ pub(crate) enum Kind {
 pub(crate) struct Frame {
     kind: Kind,
     parts: Parts,
+    /// Bytes [`reserve`](FrameWriter::reserve)d that sending it releases
+    /// (the request it answers), in the lock the send takes anyway.
+    releases: usize,
 }
 
 enum Parts {
@@ -96,12 +99,18 @@ impl Frame {
     /// A frame from `line` (without its newline; it is appended in place).
     pub(crate) fn line(kind: Kind, mut line: Vec<u8>) -> Frame {
         line.push(b'\n');
-        Frame { kind, parts: Parts::Line(line) }
+        Frame { kind, parts: Parts::Line(line), releases: 0 }
     }
 
     /// An answer made of `head`, `body` and `tail` (a newline follows).
     pub(crate) fn split(head: Vec<u8>, body: Vec<u8>, tail: Vec<u8>) -> Frame {
-        Frame { kind: Kind::Answer, parts: Parts::Split(head, body, tail) }
+        Frame { kind: Kind::Answer, parts: Parts::Split(head, body, tail), releases: 0 }
+    }
+
+    /// The frame, releasing `bytes` reserved for the request it answers.
+    pub(crate) fn releasing(mut self, bytes: usize) -> Frame {
+        self.releases = bytes;
+        self
     }
 
     fn len(&self) -> usize {
@@ -181,6 +190,43 @@ struct State {
     progress_waiters: usize,
 }
 
+impl State {
+    /// Nothing more is written: what is queued or being written is counted
+    /// as undelivered.
+    fn stop_writing(&mut self, status: Status) {
+        self.status = status;
+        let queued = Undelivered::of(&self.queue);
+        self.undelivered = self.undelivered.plus(self.writing).plus(queued);
+        self.queue.clear();
+        self.pending = 0;
+    }
+}
+
+/// The writing's progress, for a wait that gives up after a time without
+/// any.
+struct Progress {
+    written: u64,
+    since: Instant,
+}
+
+impl Progress {
+    fn at(state: &State, now: Instant) -> Progress {
+        Progress { written: state.written, since: now }
+    }
+
+    /// What is left of `patience` since the last progress (`None`: it ran out).
+    fn left(&mut self, state: &State, patience: Duration) -> Option<Duration> {
+        if state.written != self.written {
+            *self = Progress::at(state, Instant::now());
+        }
+        patience.checked_sub(self.since.elapsed())
+    }
+}
+
+/// A host that read none of its answers for the patience given.
+#[derive(Debug)]
+pub(crate) struct NoProgress;
+
 /// Told once when a write fails.
 type OnFailure = Box<dyn Fn(&io::Error) + Send + Sync>;
 
@@ -247,6 +293,12 @@ impl FrameWriter {
     /// module docs); else queued for the writer thread.
     pub(crate) fn send(&self, frame: Frame) {
         let mut state = lock(&self.state);
+        state.reserved -= frame.releases;
+        // Room came back, or a request of the plugin's own may be what the
+        // reader must now read the answer to: it looks again.
+        if (frame.releases > 0 || frame.kind == Kind::Request) && state.progress_waiters > 0 {
+            self.progress.notify_all();
+        }
         if state.status != Status::Open {
             state.undelivered.count(&frame);
             return;
@@ -265,11 +317,6 @@ impl FrameWriter {
             }
             let _ = self.book(len, Undelivered::of([&frame]));
             return;
-        }
-        // A request of the plugin's own may be what the reader must now
-        // read the answer to: it looks again at what it waits for.
-        if frame.kind == Kind::Request && state.progress_waiters > 0 {
-            self.progress.notify_all();
         }
         state.queue.push_back(frame);
         if !state.writing.any() && mem::take(&mut state.writer_waits) {
@@ -363,12 +410,8 @@ impl FrameWriter {
 
     /// A write failed: nothing more is written; the session is told.
     fn fail(&self, mut state: MutexGuard<'_, State>, error: &io::Error) {
-        state.status = Status::Failed;
-        let queued = Undelivered::of(&state.queue);
-        state.undelivered = state.undelivered.plus(state.writing).plus(queued);
+        state.stop_writing(Status::Failed);
         state.writing = Undelivered::default();
-        state.queue.clear();
-        state.pending = 0;
         self.progress.notify_all();
         drop(state);
         (self.on_failure)(error);
@@ -386,8 +429,9 @@ impl FrameWriter {
     }
 
     /// Counts `bytes` (a request just read) against the high-water mark
-    /// until its answer is sent ([`release`](Self::release)): so the calls
-    /// under way bound the reading too, not only the answers queued.
+    /// until its answer is sent ([`Frame::releasing`]) or it is known to
+    /// have none ([`release`](Self::release)): so the calls under way bound
+    /// the reading too, not only the answers queued.
     pub(crate) fn reserve(&self, bytes: usize) {
         lock(&self.state).reserved += bytes;
     }
@@ -404,35 +448,44 @@ impl FrameWriter {
 
     /// Blocks while more than the high-water mark is unwritten or reserved
     /// (the host reads slowly, or sends more than runs), until
-    /// [`wake`](Self::wake) says to stop waiting. Returns `false` if answers
-    /// waited and none was written for `patience` (the host reads none of
-    /// its answers); calls under way with no answer waiting have no limit.
-    /// While `awaiting` says a call waits for the host's answer, only what
-    /// is unwritten counts: the calls under way may need that answer read
-    /// to end. (A request of the plugin's own sent meanwhile wakes the wait.)
+    /// [`wake`](Self::wake) says to stop waiting; returns how long it
+    /// waited (zero, with no clock read, when there was room). Fails if
+    /// answers waited and none was written for `patience` (the host reads
+    /// none of its answers); calls under way with no answer waiting have no
+    /// limit. While `awaiting` says a call waits for the host's answer,
+    /// only what is unwritten counts: the calls under way may need that
+    /// answer read to end. (A request of the plugin's own sent meanwhile
+    /// wakes the wait.)
     pub(crate) fn wait_for_room(
         &self,
         stop: impl Fn() -> bool,
         awaiting: impl Fn() -> bool,
         patience: Option<Duration>,
-    ) -> bool {
+    ) -> Result<Duration, NoProgress> {
         let mut state = lock(&self.state);
-        let mut progress = (state.written, Instant::now());
-        let full = |state: &State| {
-            state.pending > self.high_water || (state.pending + state.reserved > self.high_water && !awaiting())
+        let must_wait = |state: &State| {
+            let full =
+                state.pending > self.high_water || (state.pending + state.reserved > self.high_water && !awaiting());
+            full && state.status == Status::Open && !stop()
         };
-        while full(&state) && state.status == Status::Open && !stop() {
-            if state.written != progress.0 || state.pending == 0 {
-                progress = (state.written, Instant::now());
-            }
-            let left = match patience.map(|p| p.checked_sub(progress.1.elapsed())) {
-                Some(None) => return false,
-                Some(left) if state.pending > 0 => left,
-                _ => None,
-            };
-            state = self.wait_progress(state, left);
+        if !must_wait(&state) {
+            return Ok(Duration::ZERO);
         }
-        true
+        let started = Instant::now();
+        let mut progress = Progress::at(&state, started);
+        while must_wait(&state) {
+            let limit = match patience {
+                Some(patience) if state.pending > 0 => Some(progress.left(&state, patience).ok_or(NoProgress)?),
+                // Only calls under way: the time without progress starts
+                // when an answer waits.
+                _ => {
+                    progress = Progress::at(&state, Instant::now());
+                    None
+                }
+            };
+            state = self.wait_progress(state, limit);
+        }
+        Ok(started.elapsed())
     }
 
     /// Bytes sent and not yet written.
@@ -452,12 +505,9 @@ impl FrameWriter {
     /// and what could not be delivered is returned.
     pub(crate) fn drain(&self, patience: Duration) -> Undelivered {
         let mut state = lock(&self.state);
-        let mut progress = (state.written, Instant::now());
+        let mut progress = Progress::at(&state, Instant::now());
         while state.status == Status::Open && (!state.queue.is_empty() || state.writing.any()) {
-            if state.written != progress.0 {
-                progress = (state.written, Instant::now());
-            }
-            let Some(left) = patience.checked_sub(progress.1.elapsed()) else { break };
+            let Some(left) = progress.left(&state, patience) else { break };
             state = self.wait_progress(state, Some(left));
         }
         self.close_state(state)
@@ -473,11 +523,7 @@ impl FrameWriter {
     /// it is stuck in a write).
     fn close_state(&self, mut state: MutexGuard<'_, State>) -> Undelivered {
         if state.status == Status::Open {
-            state.status = Status::Closed;
-            let queued = Undelivered::of(&state.queue);
-            state.undelivered = state.undelivered.plus(state.writing).plus(queued);
-            state.queue.clear();
-            state.pending = 0;
+            state.stop_writing(Status::Closed);
         }
         let stuck = state.status == Status::Closed && state.writing.any();
         let undelivered = state.undelivered;
@@ -740,7 +786,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         assert!(!waiting.is_finished(), "16 bytes unwritten, 10 allowed");
         fake.release();
-        waiting.join().unwrap();
+        waiting.join().unwrap().expect("room, not a stall");
         assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
     }
 }
@@ -764,19 +810,28 @@ mod model {
         }
     }
 
+    /// A writer to a shared buffer, with the high-water mark `high_water`.
+    fn shared_writer(high_water: usize) -> (Arc<FrameWriter>, Arc<Mutex<Vec<u8>>>) {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let out = Box::new(Shared(Arc::clone(&written)));
+        (FrameWriter::new(out, Box::new(|_| {}), "model-out", high_water).unwrap(), written)
+    }
+
+    /// Sends `text` as an answer from a thread of its own, releasing
+    /// `releases` reserved bytes.
+    fn send_from(writer: &Arc<FrameWriter>, text: &'static [u8], releases: usize) -> thread::JoinHandle<()> {
+        let writer = Arc::clone(writer);
+        thread::spawn(move || writer.send(Frame::line(Kind::Answer, text.to_vec()).releasing(releases)))
+    }
+
     /// Two senders and a drain: every frame is written whole, each
     /// sender's in the order sent, the drain sees them all delivered, and
     /// the writer thread ends.
     #[test]
     fn frames_are_written_whole_in_order_and_all_delivered() {
         crate::support::sync::model(|| {
-            let written = Arc::new(Mutex::new(Vec::new()));
-            let out = Box::new(Shared(Arc::clone(&written)));
-            let writer = FrameWriter::new(out, Box::new(|_| {}), "model-out", usize::MAX).unwrap();
-            let other = {
-                let writer = Arc::clone(&writer);
-                thread::spawn(move || writer.send(Frame::line(Kind::Answer, b"b1".to_vec())))
-            };
+            let (writer, written) = shared_writer(usize::MAX);
+            let other = send_from(&writer, b"b1", 0);
             writer.send(Frame::line(Kind::Answer, b"a1".to_vec()));
             writer.send(Frame::line(Kind::Request, b"a2".to_vec()));
             other.join().unwrap();
@@ -797,18 +852,36 @@ mod model {
     #[test]
     fn a_frame_sent_during_a_close_is_written_or_counted() {
         crate::support::sync::model(|| {
-            let written = Arc::new(Mutex::new(Vec::new()));
-            let out = Box::new(Shared(Arc::clone(&written)));
-            let writer = FrameWriter::new(out, Box::new(|_| {}), "model-out", usize::MAX).unwrap();
-            let sender = {
-                let writer = Arc::clone(&writer);
-                thread::spawn(move || writer.send(Frame::line(Kind::Answer, b"x".to_vec())))
-            };
+            let (writer, written) = shared_writer(usize::MAX);
+            let sender = send_from(&writer, b"x", 0);
             writer.close();
             sender.join().unwrap();
             let counted = writer.close();
             let written = lock(&written).len();
             assert!(written > 0 || counted.answers == 1, "written {written}, counted {counted:?}");
+        });
+    }
+
+    /// The reader waits while requests' reserved bytes fill the queue; an
+    /// answer that releases some and a notification's end that releases the
+    /// rest, on other threads at any moment, always wake it (no lost
+    /// wake-up), and the answer is delivered.
+    #[test]
+    fn releasing_room_wakes_the_waiting_reader() {
+        crate::support::sync::model(|| {
+            // Either release alone leaves more than 3 bytes reserved.
+            let (writer, written) = shared_writer(3);
+            writer.reserve(10);
+            let answer = send_from(&writer, b"a", 6);
+            let notification = {
+                let writer = Arc::clone(&writer);
+                thread::spawn(move || writer.release(4))
+            };
+            writer.wait_for_room(|| false, || false, None).expect("no patience: never a stall");
+            answer.join().unwrap();
+            notification.join().unwrap();
+            assert_eq!(writer.drain(Duration::from_secs(60)), Undelivered::default());
+            assert_eq!(*lock(&written), b"a\n");
         });
     }
 }

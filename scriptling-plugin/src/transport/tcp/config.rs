@@ -244,10 +244,10 @@ impl TcpConfig {
         if let Some(token) = settings.env("SCRIPTLING_PLUGIN_TOKEN") {
             config = config.token(token);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", true)? {
-            config = config.idle_timeout((!t.is_zero()).then_some(t));
+        if let Some(t) = settings.seconds_or_never("SCRIPTLING_PLUGIN_IDLE_TIMEOUT")? {
+            config = config.idle_timeout(t);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_HELLO_TIMEOUT", false)? {
+        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_HELLO_TIMEOUT")? {
             config = config.hello_timeout(t);
         }
         if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_CONNECTIONS")? {
@@ -259,8 +259,8 @@ impl TcpConfig {
         if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_OBJECTS")? {
             config = config.max_objects(n);
         }
-        if let Some(t) = settings.seconds("SCRIPTLING_PLUGIN_LINE_TIMEOUT", true)? {
-            config = config.line_timeout((!t.is_zero()).then_some(t));
+        if let Some(t) = settings.seconds_or_never("SCRIPTLING_PLUGIN_LINE_TIMEOUT")? {
+            config = config.line_timeout(t);
         }
         if let Some(n) = settings.count("SCRIPTLING_PLUGIN_MAX_QUEUE")? {
             config = config.max_queued_bytes(n);

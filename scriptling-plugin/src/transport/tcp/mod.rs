@@ -89,7 +89,7 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
     let pool = Pool::for_options(runtime.clone(), options);
     let server = Arc::new(Server { core, config, runtime, pool, open: Open::default() });
     let mut refusals = Refusals::default();
-    let mut spare = Spare::new();
+    let mut spare = open_spare();
     loop {
         match listener.next(stop) {
             Ok(Some(Accepted::Tcp(stream, peer))) => {
@@ -102,9 +102,9 @@ pub(crate) fn serve(core: Arc<Core>, config: TcpConfig, stop: &Stop, runtime: Ha
                 server.admit(stream, peer);
             }
             Ok(None) => break,
-            Err(e) if sys::out_of_descriptors(&e) && spare.release() => {
+            Err(e) if sys::out_of_descriptors(&e) && spare.take().is_some() => {
                 listener.refuse_one(&cannot_serve(&e));
-                spare.restore();
+                spare = open_spare();
             }
             Err(e) => std::thread::sleep(refusals.failed(&e)),
         }
@@ -163,28 +163,22 @@ impl Server {
         };
         let server = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("plugin-tcp".into()).spawn(move || {
+            let mut stream = stream;
             match server.start_session(&stream, &peer) {
                 Ok(session) => {
                     if let Err(e) = server.run_session(id, session) {
                         eprintln!("scriptling-plugin: {peer}: {e}");
                     }
-                    // Its place comes back now; the linger is the socket's alone.
-                    server.forget(id);
-                    linger(stream);
                 }
                 Err(e) => {
                     eprintln!("scriptling-plugin: {peer}: {e}");
-                    let e = match e {
-                        ServeError::Io(e) => e,
-                        other => io::Error::other(other.to_string()),
-                    };
-                    // On the connection's own thread: it may linger.
-                    let mut stream = stream;
                     tell(&mut stream, &cannot_serve(&e));
-                    server.forget(id);
-                    linger(stream);
                 }
             }
+            // Its place comes back now; the linger is the socket's alone
+            // (on the connection's own thread, which may linger).
+            server.forget(id);
+            linger(stream);
             // The connection's buffers and its threads' allocator arenas
             // go back to the system (glibc keeps them otherwise).
             sys::return_freed_memory();
@@ -196,7 +190,7 @@ impl Server {
     }
 
     /// Starts one connection's session.
-    fn start_session<S: Socket>(&self, stream: &S, peer: &str) -> Result<Session, ServeError> {
+    fn start_session<S: Socket>(&self, stream: &S, peer: &str) -> io::Result<Session> {
         let config = &self.config;
         let stop = Arc::new(Stop::new()?);
         let input = Input::new(stream.try_clone()?, Arc::clone(&stop));
@@ -221,7 +215,7 @@ impl Server {
             max_waiting_calls: Some(config.max_waiting_calls),
             threads: ThreadNames { reader: "plugin-tcp-in", writer: "plugin-tcp-out" },
         };
-        Ok(Session::start(setup, lines, stop, output)?)
+        Session::start(setup, lines, stop, output)
     }
 
     /// Runs connection `id`'s session to its end (a server stopping ends it).
@@ -314,27 +308,9 @@ fn cannot_serve(error: &io::Error) -> String {
 
 /// A descriptor kept open to be given up when descriptors run out, so
 /// that a connection waiting to be accepted can be, and told why it is
-/// refused, instead of waiting unanswered.
-struct Spare(Option<std::fs::File>);
-
-impl Spare {
-    fn new() -> Spare {
-        Spare(Spare::open())
-    }
-
-    fn open() -> Option<std::fs::File> {
-        std::fs::File::open(if cfg!(windows) { "NUL" } else { "/dev/null" }).ok()
-    }
-
-    /// Gives the descriptor up; `false` if there was none to give.
-    fn release(&mut self) -> bool {
-        self.0.take().is_some()
-    }
-
-    /// Takes a descriptor again (if one is free by now).
-    fn restore(&mut self) {
-        self.0 = Spare::open();
-    }
+/// refused, instead of waiting unanswered (`None`: none was free).
+fn open_spare() -> Option<std::fs::File> {
+    std::fs::File::open(if cfg!(windows) { "NUL" } else { "/dev/null" }).ok()
 }
 
 /// Tells a connection why it is not served, in one line, and closes it at
@@ -346,7 +322,6 @@ fn turn_away<S: Socket>(mut stream: S, message: &str) {
 
 /// Writes `message` to `stream` as one JSON-RPC error line, best effort.
 fn tell<S: Socket>(stream: &mut S, message: &str) {
-    let message = message.to_owned();
     let mut line = Vec::new();
     crate::rpc::write_error(&mut line, None, &crate::rpc::RpcError::application(message));
     line.push(b'\n');
