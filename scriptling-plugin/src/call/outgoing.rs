@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -57,6 +57,9 @@ pub(crate) enum Routed {
 pub(crate) struct Outgoing {
     next_id: AtomicU64,
     state: Mutex<State>,
+    /// Told when a request that awaits an answer is registered: the
+    /// session's reading must be there to read it (see [`Outgoing::on_awaiting`]).
+    on_awaiting: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// Who gets an answer.
@@ -131,7 +134,15 @@ impl Outgoing {
         Arc::new(Self {
             next_id: AtomicU64::new(1),
             state: Mutex::new(State { pending: HashMap::new(), closed: None, blocking: 0, max_blocking }),
+            on_awaiting: OnceLock::new(),
         })
+    }
+
+    /// Calls `hook` whenever a request that awaits an answer is registered,
+    /// before it is sent (the session's reading, put down while a call runs
+    /// on its thread, is wanted: the answer must be read). Set once.
+    pub(crate) fn on_awaiting(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_awaiting.set(hook);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -199,6 +210,10 @@ impl Outgoing {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.pending.insert(id, waiter);
+        drop(state);
+        if let Some(hook) = self.on_awaiting.get() {
+            hook();
+        }
         Ok(id)
     }
 

@@ -250,20 +250,22 @@ impl Plugin {
         self
     }
 
-    /// How long an idle thread of the sync pool polls for the host's next
-    /// request before it sleeps, and the thread reading stdin for the
-    /// host's answer while one is due (default 50 µs; zero sleeps at once).
+    /// How long the thread reading stdin polls for the host's next message
+    /// before it sleeps, when one is due (default 50 µs; zero sleeps at
+    /// once), and an idle thread of the sync pool for queued work.
     ///
-    /// A host calling in a loop sends its next request a few microseconds
-    /// after reading an answer; the reader hands it to a pool thread, and a
-    /// thread asleep takes from ~3 µs (bare metal) to ~25 µs (a virtual
-    /// machine's idle core) to wake. Polling saves that: sequential round
-    /// trips measured 20 µs with it and 60 µs without, on a 2-core VM, and
-    /// a callback's round trip 16 µs against 62 µs. The price is up to this
-    /// much CPU time after each call no request follows at once, on one
-    /// thread. Set it to zero for plugins that run
-    /// many at a time on few cores, or whose calls come seldom. It is off
-    /// on a single core, where polling could only delay the reader.
+    /// A message is due while the plugin awaits the host's answer (a
+    /// callback's result), and after answering a call when the host sent
+    /// that call within this time of the answer before it (a client calling
+    /// in a tight loop; a Scriptling script, which runs between calls, is
+    /// not polled for). A thread asleep takes from ~3 µs (bare metal) to
+    /// ~25 µs (a virtual machine's idle core) to wake; polling saves that:
+    /// sequential round trips measured 11.5 µs with it and 40 µs without,
+    /// on a 2-core VM, and a callback's round trip 16 µs against 62 µs. The
+    /// price is up to this much CPU time after a call no message follows
+    /// at once. Set it to zero for plugins that run many at a time on few
+    /// cores. It is off on a single core, where polling could only delay
+    /// the thread that answers the host.
     ///
     /// ```
     /// use std::time::Duration;

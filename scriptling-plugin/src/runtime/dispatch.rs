@@ -181,48 +181,74 @@ impl Dispatcher {
     /// gets its outcome exactly once, on whichever thread finishes it.
     /// `plugin.shutdown` belongs to the transport and never comes here.
     pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
-        let Some(guard) = self.inflight.enter() else {
-            return done.send(Err(RpcError::application("the plugin is shutting down")));
-        };
-        let done = done.counted(guard);
-        let ready = |result: &[u8]| Ok(result.to_vec().into());
-        match &request.method {
-            Method::Handshake => {
-                self.link.heard_handshake();
-                done.send(Ok(self.core.handshake.clone().into()));
-            }
-            Method::Ping => done.send(ready(br#"{"status":"ok"}"#)),
-            Method::Hello => done.send(Ok(self.core.hello.clone().into())),
-            Method::ToolsList => done.send(Ok(self.core.tools.clone().into())),
-            Method::ToolsCall => match request.params {
-                Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
-                Payload::Absent => {
-                    let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
-                    done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
-                }
-            },
-            Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => done.send(ready(b"null")),
-            Method::Unknown(name) => {
-                done.send(Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))));
-            }
-            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => match request.params {
-                Payload::Absent => self.route(request.method, None, owner, done, Here::Away),
-                Payload::InFrame(frame, range) => self.decode_on_pool(request.method, frame, range, owner, done),
-            },
+        if let Some(job) = self.dispatch_or_hand_back(request, owner, done) {
+            self.pool.submit(job);
         }
     }
 
-    /// Has a request's raw params decoded, and the request run, on the pool.
-    fn decode_on_pool(
+    /// As [`dispatch`](Self::dispatch), but a request that would go to the
+    /// pool (a call, its params still to decode) is handed back: the caller
+    /// runs it ([`Pool::guest`]) or submits it to [`pool`](Self::pool).
+    pub(crate) fn dispatch_or_hand_back(
+        self: &Arc<Self>,
+        request: Incoming,
+        owner: Option<Arc<str>>,
+        done: Done,
+    ) -> Option<Box<dyn Job>> {
+        let Some(guard) = self.inflight.enter() else {
+            done.send(Err(RpcError::application("the plugin is shutting down")));
+            return None;
+        };
+        let done = done.counted(guard);
+        let ready = |result: &[u8]| Ok(result.to_vec().into());
+        let answer = match &request.method {
+            Method::Handshake => {
+                self.link.heard_handshake();
+                Ok(self.core.handshake.clone().into())
+            }
+            Method::Ping => ready(br#"{"status":"ok"}"#),
+            Method::Hello => Ok(self.core.hello.clone().into()),
+            Method::ToolsList => Ok(self.core.tools.clone().into()),
+            Method::ToolsCall => match request.params {
+                Payload::InFrame(frame, range) => {
+                    return Some(self.decode_job(request.method, frame, range, owner, done));
+                }
+                Payload::Absent => {
+                    let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
+                    Err(RpcError::new(ErrorCode::InvalidParams, message))
+                }
+            },
+            Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => ready(b"null"),
+            Method::Unknown(name) => Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))),
+            Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy => match request.params {
+                Payload::Absent => {
+                    self.route(request.method, None, owner, done, Here::Away);
+                    return None;
+                }
+                Payload::InFrame(frame, range) => {
+                    return Some(self.decode_job(request.method, frame, range, owner, done));
+                }
+            },
+        };
+        done.send(answer);
+        None
+    }
+
+    /// The pool this session's sync handlers run on.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A job that decodes a request's raw params and runs the request.
+    fn decode_job(
         self: &Arc<Self>,
         method: Method,
         frame: Bytes,
         range: Range<usize>,
         owner: Option<Arc<str>>,
         done: Done,
-    ) {
-        let job = DecodeJob { dispatcher: Arc::clone(self), method, frame, range, owner, done };
-        self.pool.submit(Box::new(job));
+    ) -> Box<dyn Job> {
+        Box::new(DecodeJob { dispatcher: Arc::clone(self), method, frame, range, owner, done })
     }
 
     /// Looks a call up and runs it where its handler belongs: `here` says
@@ -423,7 +449,8 @@ pub(crate) fn parallelism() -> usize {
 /// Why a job of an abandoned session does not run.
 const ABANDONED: &str = "the plugin is shutting down";
 
-/// A call whose params are still raw: decoded, looked up and run on the pool.
+/// A call whose params are still raw: decoded, looked up and run on the
+/// pool (or by the thread that read it, as the pool's guest).
 struct DecodeJob {
     dispatcher: Arc<Dispatcher>,
     method: Method,

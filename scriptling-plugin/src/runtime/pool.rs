@@ -7,12 +7,17 @@
 //!   than cores are busy; otherwise it queues, and the next thread to
 //!   finish its job takes it. So quick calls under load need no thread
 //!   wake-ups, and no more threads than cores compete for the cores.
+//! - A job that would start at once on a thread of its own may instead run
+//!   on the thread that has it, taken in as a guest ([`Pool::guest`]): a
+//!   session's reading thread runs the call it read alone, and no thread
+//!   is woken for it. A guest counts as one of the pool's threads while
+//!   its job runs, so every rule below holds for it too.
 //! - A thread that finds nothing queued polls the queue for a moment
 //!   (`Plugin::input_spin`, 50 µs) before it sleeps, one thread at a time:
-//!   the host's next request, handed over by the reader, then needs no
-//!   thread wake-up. (The runtime's one spin rule, see ARCHITECTURE.md:
-//!   for requests it sits here, not in the reader.) It is off on one core,
-//!   where spinning could only delay the reader it waits for.
+//!   the next of the calls the reader hands over under load then needs no
+//!   thread wake-up. (The runtime's one spin rule, see ARCHITECTURE.md.)
+//!   It is off on one core, where spinning could only delay the reader it
+//!   waits for.
 //! - A thread whose handler waits on the host says so
 //!   ([`HostWaits`](crate::call::context::HostWaits)) and stops counting as
 //!   busy at once: another thread takes the work queued behind it, so the
@@ -67,8 +72,9 @@ use crate::support::{panic_message, timer};
 use crate::sys::ThreadClock;
 
 /// How long queued work may wait, with no job starting, before one more
-/// thread is brought in.
-const STALL: Duration = Duration::from_millis(1);
+/// thread is brought in; also how long a call run by the thread that read
+/// it may hold up the reading (`transport::session::baton`).
+pub(crate) const STALL: Duration = Duration::from_millis(1);
 /// How long an idle thread waits for work before leaving (one always stays).
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 
@@ -313,6 +319,34 @@ impl Pool {
         Arc::new(self.clone())
     }
 
+    /// Takes the calling thread in as one of the pool's threads for one
+    /// job, if a job submitted now would start at once (the pool is open,
+    /// nothing is queued, fewer threads than cores are busy, and it may
+    /// have one more thread: a guest counts against `max_threads`); `None`:
+    /// submit the job instead. So a session's reading thread runs the call
+    /// it read with no thread woken, and the pool's rules still hold: the
+    /// guest counts as a busy thread while its job runs, and lends its
+    /// place while the job waits on the host, as a pool thread does. Its
+    /// CPU time is not watched (the clock is made by the thread it
+    /// measures, once per thread): to the stall rule it is blocked after one
+    /// window, so queued work gets one thread more than it might.
+    pub(crate) fn guest(&self) -> Option<Guest> {
+        let shared = &self.shared;
+        let mut state = lock(&shared.state);
+        let full = state.busy() >= shared.settings.parallelism || state.threads >= shared.settings.max_threads;
+        if state.closed || !state.queue.is_empty() || full {
+            return None;
+        }
+        let slot = state.slots.iter().position(Option::is_none).unwrap_or(state.slots.len());
+        if slot == state.slots.len() {
+            state.slots.push(None);
+        }
+        state.slots[slot] = Some(Slot { clock: None, window: JUDGE, busy: true, sample: None, computing: None });
+        state.threads += 1;
+        state.started += 1;
+        Some(Guest { shared: Arc::clone(shared), slot })
+    }
+
     /// Counts for tests: (threads, on host, queued).
     #[cfg(all(test, not(scriptling_loom)))]
     fn counts(&self) -> (usize, usize, usize) {
@@ -519,6 +553,38 @@ impl Shared {
             thread::yield_now();
         }
         lock(&self.state)
+    }
+}
+
+/// The calling thread, taken in as one of the pool's for one job
+/// ([`Pool::guest`]).
+pub(crate) struct Guest {
+    shared: Arc<Shared>,
+    slot: usize,
+}
+
+impl Guest {
+    /// Runs `job` on this thread, as the pool's; the thread leaves the pool
+    /// when it ends.
+    pub(crate) fn run(self, job: Box<dyn Job>) {
+        // Handlers can use `tokio::spawn` and `Handle::current()` here too.
+        let _runtime = self.shared.runtime.as_ref().map(Handle::enter);
+        let outer = WORKER.with(|worker| worker.replace(Some((self.shared.key(), self.slot))));
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
+            eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
+        }
+        WORKER.with(|worker| worker.set(outer));
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared.state);
+        state.leave(self.slot);
+        // Its place is free: queued work gets a thread.
+        if !state.queue.is_empty() {
+            self.shared.bring_in(&mut state);
+        }
     }
 }
 

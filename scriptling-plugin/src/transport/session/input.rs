@@ -127,14 +127,21 @@ impl<R: Readable> Input<R> {
         self.spin = spin;
     }
 
-    /// Says whether an answer from the host is due: the plugin awaits one,
-    /// or the host has just answered one (a handler calling back in a loop
-    /// sends its next request as soon as it has the answer).
-    pub(crate) fn expect_answer(&mut self, due: bool) {
+    /// Says whether the host's next message is due within the spin: the
+    /// plugin awaits an answer, or the host has just answered one (a
+    /// handler calling back in a loop sends its next request as soon as it
+    /// has the answer), or has just been answered and sent its last request
+    /// that quickly (see `reader.rs`).
+    pub(crate) fn expect_soon(&mut self, due: bool) {
         self.expecting = due;
     }
 
-    /// Polls for bytes for up to the spin, when an answer is due; returns
+    /// How long the input is polled before sleeping, when a message is due.
+    pub(crate) fn spin_time(&self) -> Duration {
+        self.spin
+    }
+
+    /// Polls for bytes for up to the spin, when a message is due; returns
     /// whether they came.
     fn spin(&self) -> bool {
         if !self.expecting || self.spin.is_zero() {

@@ -61,6 +61,11 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// Whether a whole line waits in the buffer (read, not yet returned).
+    pub(crate) fn has_line_buffered(&self) -> bool {
+        self.inner.buffer().contains(&b'\n')
+    }
+
     /// The source being read.
     pub(crate) fn source_mut(&mut self) -> &mut R {
         self.inner.get_mut()

@@ -24,6 +24,7 @@
 //! error if an answer could not be delivered. When it has returned, no
 //! thread of the SDK reads stdin or writes stdout.
 
+mod baton;
 pub(crate) mod input;
 pub(crate) mod lines;
 mod reader;
@@ -33,7 +34,6 @@ pub(crate) mod writer;
 use std::io::{Read, Write};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::call::link::{HostChannel, Link};
@@ -48,7 +48,7 @@ use crate::runtime::teardown;
 use crate::sys::{Readable, Signal, Stop};
 use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
-use crate::transport::session::reader::{Reader, Routes};
+use crate::transport::session::reader::{Reader, Reading, Routes};
 pub(crate) use crate::transport::session::setup::{Gate, Setup};
 use crate::transport::session::writer::{FrameWriter, Undelivered};
 use crate::transport::signals::{SignalWatch, Signals};
@@ -81,8 +81,9 @@ pub(crate) enum Control {
 pub(crate) struct Session {
     routes: Arc<Routes>,
     control: mpsc::Receiver<Control>,
-    reader: Option<JoinHandle<()>>,
-    /// Disconnected when the reader's thread ends.
+    /// Ends the reading.
+    end_reading: Box<dyn Fn() + Send>,
+    /// Disconnected when the reading ends (nobody reads the input any more).
     reader_ended: mpsc::Receiver<()>,
     signals: Option<SignalWatch>,
     /// The session's own pool, closed when it ends (`None`: a shared one).
@@ -145,14 +146,20 @@ impl Session {
         let wrong_token = AtomicBool::new(false);
         let routes =
             Arc::new(Routes { dispatcher, writer, outgoing, control: control_tx, stop, gate, peer, wrong_token });
-        let reader = Reader { lines, buf: Vec::new(), routes: Arc::clone(&routes), patience: idle };
-        let (ended, reader_ended) = mpsc::channel::<()>();
-        let reader = std::thread::Builder::new().name(threads.reader.into()).spawn(move || {
-            let _ended = ended;
-            reader.run();
-        })?;
+        let (_ended, reader_ended) = mpsc::channel::<()>();
+        let reader = Reader {
+            lines,
+            buf: Vec::new(),
+            routes: Arc::clone(&routes),
+            patience: idle,
+            _ended,
+            answered: None,
+            quick_host: false,
+        };
+        let reading = Reading::start(reader, threads.reader)?;
+        let end_reading = Box::new(move || reading.end());
         let own_pool = owned.then_some(pool);
-        Ok(Session { routes, control, reader: Some(reader), reader_ended, signals: None, own_pool })
+        Ok(Session { routes, control, end_reading, reader_ended, signals: None, own_pool })
     }
 
     /// A handle that ends the session from outside.
@@ -269,29 +276,26 @@ impl Session {
         }
     }
 
-    /// Stops the reader and waits for it to end, for up to [`READER_STOP`]:
-    /// from then on no thread of the session reads the input (unless its
-    /// read could not be cancelled, which is said on stderr).
+    /// Stops the reading and waits for it to end, for up to
+    /// [`READER_STOP`]: from then on no thread of the session reads the
+    /// input (unless its read could not be cancelled, which is said on
+    /// stderr). A reading thread still running a call is not waited for.
     fn stop_reading(&mut self) {
         self.routes.stop.stop();
         self.routes.writer.wake();
-        let Some(reader) = self.reader.take() else { return };
-        match self.reader_ended.recv_timeout(READER_STOP) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                self.routes.note("the read of the input could not be stopped; it is left to the process's exit");
-            }
-            _ => {
-                let _ = reader.join();
-            }
+        (self.end_reading)();
+        if let Err(mpsc::RecvTimeoutError::Timeout) = self.reader_ended.recv_timeout(READER_STOP) {
+            self.routes.note("the read of the input could not be stopped; it is left to the process's exit");
         }
     }
 }
 
 impl Drop for Session {
-    /// A session dropped without being run to its end stops its reader.
+    /// A session dropped without being run to its end stops its reading.
     fn drop(&mut self) {
         self.routes.stop.stop();
         self.routes.writer.wake();
+        (self.end_reading)();
     }
 }
 

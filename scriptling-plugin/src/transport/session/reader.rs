@@ -1,17 +1,25 @@
-//! [`Reader`]: the thread that reads the host's lines and routes each:
-//! answers to the plugin's own requests to their waiters, requests to the
+//! [`Reader`]: the reading of the host's lines, which routes each: answers
+//! to the plugin's own requests to their waiters, requests to the
 //! dispatcher, `plugin.shutdown` and the input's end to the session.
 //!
-//! It never runs a handler: a handler waiting on the host can never hold
-//! up the reading of the host's answer. It reads only a line's envelope
-//! (the params stay raw, decoded on the pool: measured, decoding them here
-//! made the reader the bottleneck of pipelined calls); a line of
-//! [`MOVE_LINES_FROM`] or more is moved out of the read buffer whole rather
-//! than copied.
+//! It reads only a line's envelope (the params stay raw, decoded where the
+//! call runs: measured, decoding them while reading made the reader the
+//! bottleneck of pipelined calls); a line of [`MOVE_LINES_FROM`] or more is
+//! moved out of the read buffer whole rather than copied.
+//!
+//! A call read with nothing behind it in the buffer runs on the thread that
+//! read it, as the pool's guest, when the pool would start it at once: the
+//! host calling one function after another then costs no thread wake-up
+//! (ARCHITECTURE.md, "Calls run where they are read"). Meanwhile the
+//! reading waits in the session's [`Baton`], and the session's other
+//! reading thread takes it when the call waits on the host or has run for
+//! the pool's stall time: a handler never holds up the reading of the
+//! host's answers, nor, beyond that time, of its next requests. Calls read
+//! behind one another go to the pool, to run side by side.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::sync::{Arc, Weak, mpsc};
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
@@ -20,7 +28,10 @@ use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError
 use crate::runtime::batch::Batch;
 use crate::runtime::dispatch::{Bytes, Dispatcher, Incoming};
 use crate::runtime::done::{Done, Outcome};
+use crate::runtime::pool::{self, Job};
+use crate::support::timer;
 use crate::sys::{Readable, Stop};
+use crate::transport::session::baton::{Baton, Check, Wanted};
 use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
 use crate::transport::session::writer::{self, Frame, FrameWriter, Kind, NoProgress};
@@ -55,13 +66,135 @@ pub(crate) struct Reader<R> {
     /// How long the host may read none of its answers, while the queue is
     /// full, before the session ends (`None`: for ever).
     pub(crate) patience: Option<Duration>,
+    /// Dropped with the reading: then nobody reads the input any more.
+    pub(crate) _ended: mpsc::Sender<()>,
+    /// When this reading's thread answered the call it ran, until the next
+    /// line comes.
+    pub(crate) answered: Option<Instant>,
+    /// The host sent its last request within the input's spin of the
+    /// answer before it: after an answer, the input is polled for the next.
+    pub(crate) quick_host: bool,
+}
+
+/// What a request line made.
+enum Served {
+    /// A call, for the reading thread to run or to submit to the pool.
+    Call(Box<dyn Job>),
+    /// An answer to one of the plugin's own requests.
+    Answer,
+    /// Anything else (answered already, or handed on).
+    Other,
+}
+
+/// The most threads that take turns at a session's reading (see [`Baton`]).
+const READING_THREADS: usize = 3;
+
+/// A session's reading, shared by its reading threads (see the module docs
+/// and [`Baton`]).
+pub(crate) struct Reading<R> {
+    baton: Baton<Reader<R>>,
+    thread_name: &'static str,
+}
+
+impl<R: Readable + 'static> Reading<R> {
+    /// Starts reading with `reader` on a thread named `thread_name` (the
+    /// others, when needed, are named so too).
+    pub(crate) fn start(reader: Reader<R>, thread_name: &'static str) -> std::io::Result<Arc<Self>> {
+        let reading = Arc::new(Reading { baton: Baton::new(READING_THREADS), thread_name });
+        // The plugin awaits the host's answer: a reading that is down is
+        // wanted, whichever thread or task awaits (not only the call that
+        // put it down).
+        let this: Weak<Self> = Arc::downgrade(&reading);
+        reader.routes.outgoing.on_awaiting(Box::new(move || {
+            if let Some(reading) = this.upgrade() {
+                let wanted = reading.baton.want();
+                reading.act(wanted);
+            }
+        }));
+        let first = Arc::clone(&reading);
+        std::thread::Builder::new().name(thread_name.into()).spawn(move || first.serve(Some(reader)))?;
+        Ok(reading)
+    }
+
+    /// Ends the reading (the session is ending): a reading put down by a
+    /// call still running is dropped, and the waiting thread leaves.
+    pub(crate) fn end(&self) {
+        drop(self.baton.end());
+    }
+
+    /// The body of every reading thread: read, and run the calls read
+    /// with nothing behind them here, for as long as this thread holds the
+    /// reading; then wait for a turn.
+    fn serve(self: Arc<Self>, mut held: Option<Reader<R>>) {
+        writer::queue_only_on_this_thread();
+        loop {
+            let mut reader = match held.take().or_else(|| self.baton.take_turn()) {
+                Some(reader) => reader,
+                None => return,
+            };
+            // A thread taking over may be there for the host's answer; one
+            // that has just answered may expect a quick host's next request.
+            let soon = reader.routes.outgoing.awaiting() || (reader.answered.is_some() && reader.quick_host);
+            reader.lines.source_mut().expect_soon(soon);
+            let Some(job) = reader.read() else {
+                drop(reader);
+                return self.end();
+            };
+            let pool = reader.routes.dispatcher.pool();
+            let guest = if self.baton.may_put_down() { pool.guest() } else { None };
+            let Some(guest) = guest else {
+                pool.submit(job);
+                held = Some(reader);
+                continue;
+            };
+            if self.baton.put_down(reader) {
+                self.watch(pool::STALL);
+            }
+            writer::as_handler_thread(|| guest.run(job));
+            let answered = Instant::now();
+            held = self.baton.pick_up();
+            if let Some(reader) = &mut held {
+                reader.answered = Some(answered);
+            }
+        }
+    }
+
+    /// Checks, after `delay`, whether the reading has been down for the
+    /// stall time (one check is due at a time, set when it is put down).
+    fn watch(self: &Arc<Self>, delay: Duration) {
+        let this = Arc::clone(self);
+        timer::after(delay, move || match this.baton.check(pool::STALL) {
+            Check::Held => {}
+            Check::Again(delay) => this.watch(delay),
+            Check::Overdue(wanted) => this.act(wanted),
+        })
+        .detach();
+    }
+
+    /// Starts another reading thread when the reading is wanted and none
+    /// waits to take it.
+    fn act(self: &Arc<Self>, wanted: Wanted) {
+        if wanted == Wanted::Done {
+            return;
+        }
+        let another = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name(self.thread_name.into()).spawn(move || another.serve(None));
+        if let Err(e) = spawned {
+            eprintln!(
+                "scriptling-plugin: cannot start a thread to read while a call runs: {e}; calls that wait go to the \
+                 pool from now on"
+            );
+            self.baton.start_failed();
+        }
+    }
 }
 
 impl<R: Readable> Reader<R> {
-    /// Reads and routes lines until the input ends or the session stops it.
-    pub(crate) fn run(mut self) {
+    /// Reads and routes lines until a call is read with nothing behind it
+    /// in the buffer (returned: the caller runs it or submits it), or the
+    /// reading ends (`None`; the session is told unless it stopped it).
+    fn read(&mut self) -> Option<Box<dyn Job>> {
         let routes = Arc::clone(&self.routes);
-        writer::queue_only_on_this_thread();
         loop {
             // A host that reads our answers slowly gets its requests read
             // slowly; the time held back does not count against its line.
@@ -79,13 +212,33 @@ impl<R: Readable> Reader<R> {
             }
             match self.lines.next(&mut self.buf) {
                 Ok(Line::Frame) => {
-                    let answer = self.serve_line();
+                    // A host that sends its next request within the spin of
+                    // our answer gets the input polled after the next one:
+                    // it saves that host a thread wake-up a call, and costs
+                    // a host that takes longer (a script between calls)
+                    // nothing.
+                    if let Some(answered) = self.answered.take() {
+                        self.quick_host = answered.elapsed() < self.lines.source_mut().spin_time();
+                    }
+                    let served = self.serve_line();
                     if routes.wrong_token.load(Ordering::Relaxed) {
+                        if let Served::Call(job) = served {
+                            routes.dispatcher.pool().submit(job);
+                        }
                         routes.note("closing: hello presented a wrong token");
                         break;
                     }
+                    let answer = match served {
+                        Served::Call(job) if !self.lines.has_line_buffered() => return Some(job),
+                        Served::Call(job) => {
+                            routes.dispatcher.pool().submit(job);
+                            false
+                        }
+                        Served::Answer => true,
+                        Served::Other => false,
+                    };
                     let due = answer || routes.outgoing.awaiting();
-                    self.lines.source_mut().expect_answer(due);
+                    self.lines.source_mut().expect_soon(due);
                 }
                 Ok(Line::TooLong(len)) => {
                     // What the skipped line grew the buffer to is not kept.
@@ -102,7 +255,7 @@ impl<R: Readable> Reader<R> {
                     }
                 }
                 Ok(Line::Eof) => break,
-                Err(_) if routes.stop.is_stopped() => return,
+                Err(_) if routes.stop.is_stopped() => return None,
                 Err(e) if e.get_ref().is_some_and(|e| e.is::<LineUnfinished>()) => {
                     let message = format!("invalid request: {e} (SCRIPTLING_PLUGIN_LINE_TIMEOUT)");
                     routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
@@ -120,11 +273,11 @@ impl<R: Readable> Reader<R> {
             }
         }
         let _ = routes.control.send(Control::Eof);
+        None
     }
 
-    /// Serves the line read; returns whether it answered one of the
-    /// plugin's requests.
-    fn serve_line(&mut self) -> bool {
+    /// Serves the line read.
+    fn serve_line(&mut self) -> Served {
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
         // Checked as UTF-8 once, here: nothing parsed from the line checks again.
@@ -150,34 +303,36 @@ impl<R: Readable> Reader<R> {
 
 impl Routes {
     /// Answers a line that is not UTF-8 with a parse error.
-    fn not_utf8(&self, error: std::str::Utf8Error) -> bool {
+    fn not_utf8(&self, error: std::str::Utf8Error) -> Served {
         self.error(None, &rpc::not_utf8(error));
-        false
+        Served::Other
     }
 
-    /// Serves `frame`, whose text is `text`: its requests' params are
-    /// decoded on the pool. Returns whether it was an answer to one of the
-    /// plugin's requests.
-    fn serve_frame(&self, frame: &Bytes, text: &str, max_batch: usize) -> bool {
+    /// Serves `frame`, whose text is `text`: a call is handed back, its
+    /// params still raw; a batch's calls go to the pool.
+    fn serve_frame(&self, frame: &Bytes, text: &str, max_batch: usize) -> Served {
         match rpc::parse_text(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 let done = self.answer(id, text.len());
-                self.run(Incoming::new(frame, request), done);
+                if let Some(job) = self.run(Incoming::new(frame, request), done) {
+                    return Served::Call(job);
+                }
             }
             Parsed::Single(Message::Response(response)) => {
                 self.route(&response);
-                return true;
+                return Served::Answer;
             }
             Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
             Parsed::Batch(messages) => self.batch(frame, text.len(), messages),
         }
-        false
+        Served::Other
     }
 
     /// Runs one request (alone or in a batch): `plugin.shutdown` goes to
     /// the session, and behind a closed gate only `hello` and `ping` go on.
-    fn run(&self, incoming: Incoming, done: Done) {
+    /// A call is handed back (see [`Dispatcher::dispatch_or_hand_back`]).
+    fn run(&self, incoming: Incoming, done: Done) -> Option<Box<dyn Job>> {
         if let Some(gate) = &self.gate {
             match incoming.method {
                 // Every hello is checked, before and after the gate opens.
@@ -188,21 +343,23 @@ impl Routes {
                 Method::Hello => {
                     self.wrong_token.store(true, Ordering::Relaxed);
                     let message = "authentication failed: hello must carry the server's token; closing the connection";
-                    return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                    done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                    return None;
                 }
                 _ if gate.is_open() => {}
                 Method::Ping => {}
                 _ => {
                     let message = "authentication required: send hello with the server's token first";
-                    return done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                    done.send(Err(RpcError::new(ErrorCode::AuthenticationFailed, message)));
+                    return None;
                 }
             }
         }
         if incoming.method == Method::Shutdown {
             let _ = self.control.send(Control::Shutdown(done));
-        } else {
-            self.dispatcher.dispatch(incoming, None, done);
+            return None;
         }
+        self.dispatcher.dispatch_or_hand_back(incoming, None, done)
     }
 
     /// Writes `message` on stderr, naming the peer (a connection's).
@@ -226,7 +383,9 @@ impl Routes {
             match message {
                 Message::Request(request) => {
                     let done = batch.element(request.id.map(ToOwned::to_owned));
-                    self.run(Incoming::new(frame, request), done);
+                    if let Some(job) = self.run(Incoming::new(frame, request), done) {
+                        self.dispatcher.pool().submit(job);
+                    }
                 }
                 Message::Response(response) => self.route(&response),
                 Message::Invalid(id, error) => batch.element(Some(id_or_null(id))).send(Err(error)),

@@ -10,8 +10,10 @@
 //! or log record then costs no thread wake-up (measured in ARCHITECTURE.md:
 //! callback round trips 29 → 20 µs, log records 20 → 15 µs). Such a write
 //! blocks its sender while the host's pipe is full, as any handler may
-//! block; so the reader thread and async tasks (tokio's workers, shared by
-//! every task) never take this path: they always queue. So:
+//! block; so a reading thread while it reads, and async tasks (tokio's
+//! workers, shared by every task) never take this path: they always queue.
+//! (A reading thread running a call it read has put its reading down; its
+//! call writes as any handler does, see [`as_handler_thread`].) So:
 //!
 //! - frames never interleave, and reach the host in the order they were
 //!   sent (a call's log records before its answer);
@@ -61,6 +63,16 @@ thread_local! {
 /// Makes every frame this thread sends go through the queue.
 pub(crate) fn queue_only_on_this_thread() {
     QUEUES_ONLY.with(|flag| flag.set(true));
+}
+
+/// Runs `f` with this reading thread's frames written as a handler
+/// thread's are: it runs a call, its reading put down (a write that blocks
+/// holds up the call alone; the reading is taken over after the stall time).
+pub(crate) fn as_handler_thread<T>(f: impl FnOnce() -> T) -> T {
+    let queued_only = QUEUES_ONLY.with(|flag| flag.replace(false));
+    let result = f();
+    QUEUES_ONLY.with(|flag| flag.set(queued_only));
+    result
 }
 
 /// Whether this thread may write an idle stream itself: not a reader, and

@@ -1,0 +1,422 @@
+//! [`Baton`]: a session's reading, handed between its reading threads, so
+//! that the thread that read a call can run it without waking anyone.
+//!
+//! The thread holding the reading may put it down to run the call it just
+//! read ([`Baton::put_down`]) and takes it back when the call ends
+//! ([`Baton::pick_up`]): the common case, no other thread involved. While
+//! it is down it is *wanted* ([`Baton::want`]) when the plugin awaits an
+//! answer from the host (which must be read) or the call has run for the
+//! stall time ([`Baton::check`]); then a thread waiting in
+//! [`Baton::take_turn`] takes it and reads on, and the thread whose call
+//! ends finds it gone and waits in its place. A reading is put down only
+//! while a thread waits to take it, or one more may be started
+//! ([`Baton::may_put_down`]; wanting it then says to start one), so a
+//! reading that is wanted is never left with nobody to take it. At any
+//! moment the reading is held by one thread, or down, or ended.
+//!
+//! Threads are started when first wanted, up to a bound: a session whose
+//! calls never wait has one; a host calling a function that calls back, in
+//! a loop, has three (one reads, one ends the call it ran, one waits: with
+//! two, the next call is often read before the thread whose call just
+//! ended waits again, and goes to the pool).
+
+use std::time::{Duration, Instant};
+
+use crate::support::sync::{Condvar, Mutex, lock, wait};
+
+/// A session's reading (`T`), handed between its threads (see the module docs).
+pub(crate) struct Baton<T> {
+    state: Mutex<State<T>>,
+    /// The waiting thread waits here for the reading to be wanted.
+    turn: Condvar,
+}
+
+struct State<T> {
+    /// The reading, while the thread that held it runs a call.
+    down: Option<T>,
+    /// When it was put down, until it is taken again.
+    since: Option<Instant>,
+    /// It is down and wanted: the waiting thread takes it.
+    wanted: bool,
+    /// Threads waiting in [`Baton::take_turn`].
+    waiting: usize,
+    /// Reading threads started (or being started).
+    threads: usize,
+    /// The most that may be.
+    most: usize,
+    /// A [`Baton::check`] is due (at most one is).
+    watched: bool,
+    /// Put down since the last check: the checks go on (see [`Baton::check`]).
+    put_since_check: bool,
+    /// The reading has ended: nobody takes it any more.
+    ended: bool,
+}
+
+/// What [`Baton::want`] asks of its caller.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Wanted {
+    /// Nothing: a waiting thread was told, or the reading is not down.
+    Done,
+    /// Start one more thread: it takes the reading from [`Baton::take_turn`].
+    StartAnother,
+}
+
+/// What a [`Baton::check`] found.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Check {
+    /// The reading is held: no more checks until it is put down again.
+    Held,
+    /// Down for less than the stall time: check again after this long.
+    Again(Duration),
+    /// Down for the stall time: it was wanted (see [`Wanted`]).
+    Overdue(Wanted),
+}
+
+impl<T> Baton<T> {
+    /// A reading held by the thread that makes it; at most `most` threads
+    /// (that one included) take turns.
+    pub(crate) fn new(most: usize) -> Self {
+        let state = State {
+            down: None,
+            since: None,
+            wanted: false,
+            waiting: 0,
+            threads: 1,
+            most,
+            watched: false,
+            put_since_check: false,
+            ended: false,
+        };
+        Baton { state: Mutex::new(state), turn: Condvar::new() }
+    }
+
+    /// Whether the holder may put the reading down to run a call: a thread
+    /// waits to take it, or one more may be started.
+    pub(crate) fn may_put_down(&self) -> bool {
+        let state = lock(&self.state);
+        !state.ended && (state.waiting > 0 || state.threads < state.most)
+    }
+
+    /// Puts the reading down; nobody is woken. Returns whether the caller
+    /// must schedule a [`check`](Self::check) after the stall time (none is
+    /// due yet).
+    pub(crate) fn put_down(&self, reading: T) -> bool {
+        let mut state = lock(&self.state);
+        state.down = Some(reading);
+        state.since = Some(Instant::now());
+        state.wanted = false;
+        state.put_since_check = true;
+        !std::mem::replace(&mut state.watched, true)
+    }
+
+    /// Takes the reading back once the call has ended; `None` when the
+    /// other thread took it (or it ended): wait your turn instead.
+    pub(crate) fn pick_up(&self) -> Option<T> {
+        let mut state = lock(&self.state);
+        let reading = state.down.take()?;
+        state.since = None;
+        state.wanted = false;
+        Some(reading)
+    }
+
+    /// The plugin awaits the host's answer: a reading that is down is to
+    /// be taken by another thread.
+    pub(crate) fn want(&self) -> Wanted {
+        let mut state = lock(&self.state);
+        self.want_locked(&mut state)
+    }
+
+    fn want_locked(&self, state: &mut State<T>) -> Wanted {
+        if state.down.is_none() || state.wanted || state.ended {
+            return Wanted::Done;
+        }
+        state.wanted = true;
+        if state.waiting > 0 {
+            self.turn.notify_one();
+            Wanted::Done
+        } else if state.threads < state.most {
+            state.threads += 1;
+            Wanted::StartAnother
+        } else {
+            // Cannot happen: it is put down only while a thread waits or
+            // one more may start. It is taken back when the call ends.
+            Wanted::Done
+        }
+    }
+
+    /// The thread [`Wanted::StartAnother`] asked for could not be started:
+    /// the reading stays down until its call ends, and no more threads are
+    /// asked for.
+    pub(crate) fn start_failed(&self) {
+        let mut state = lock(&self.state);
+        state.wanted = false;
+        state.threads -= 1;
+        state.most = state.threads;
+    }
+
+    /// Looks at how long the reading has been down: wanted once it has
+    /// been for `stall` (a call that blocks or computes for long must not
+    /// hold up the reading beyond it). While calls keep being run, the
+    /// checks go on every `stall` (a tick, rather than a check set and
+    /// cancelled for every call: each would wake the timer's thread); they
+    /// stop after one finds nothing put down since the last.
+    pub(crate) fn check(&self, stall: Duration) -> Check {
+        let mut state = lock(&self.state);
+        let Some(since) = state.since else {
+            if std::mem::take(&mut state.put_since_check) {
+                return Check::Again(stall);
+            }
+            state.watched = false;
+            return Check::Held;
+        };
+        let elapsed = since.elapsed();
+        if elapsed < stall {
+            return Check::Again(stall - elapsed);
+        }
+        state.watched = false;
+        Check::Overdue(self.want_locked(&mut state))
+    }
+
+    /// Waits for the reading to be wanted and takes it; `None` once it has
+    /// ended.
+    pub(crate) fn take_turn(&self) -> Option<T> {
+        let mut state = lock(&self.state);
+        state.waiting += 1;
+        loop {
+            if state.ended {
+                state.waiting -= 1;
+                return None;
+            }
+            if state.wanted
+                && let Some(reading) = state.down.take()
+            {
+                state.wanted = false;
+                state.since = None;
+                state.waiting -= 1;
+                return Some(reading);
+            }
+            state = wait(&self.turn, state);
+        }
+    }
+
+    /// Ends the reading: the waiting thread leaves, and a reading that is
+    /// down is handed back to be dropped (its call still runs; nobody reads
+    /// after it).
+    pub(crate) fn end(&self) -> Option<T> {
+        let mut state = lock(&self.state);
+        state.ended = true;
+        state.since = None;
+        self.turn.notify_all();
+        state.down.take()
+    }
+}
+
+#[cfg(all(test, not(scriptling_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_call_that_ends_takes_its_reading_back_and_nobody_is_asked() {
+        let baton = Baton::new(3);
+        assert!(baton.may_put_down());
+        assert!(baton.put_down(7), "the first put-down asks for a check");
+        assert_eq!(baton.pick_up(), Some(7));
+        assert!(!baton.put_down(8), "one check is due already");
+        assert_eq!(baton.pick_up(), Some(8));
+        let stall = Duration::from_millis(1);
+        assert_eq!(baton.check(stall), Check::Again(stall), "put down since: the checks go on");
+        assert_eq!(baton.check(stall), Check::Held, "nothing put down since: they stop");
+        assert!(baton.put_down(9), "the check that found it held was the last one due");
+        assert_eq!(baton.pick_up(), Some(9));
+    }
+
+    #[test]
+    fn wanting_the_reading_starts_another_thread_once_which_then_takes_it() {
+        let baton = Arc::new(Baton::new(2));
+        let _ = baton.put_down("reading");
+        assert_eq!(baton.want(), Wanted::StartAnother);
+        assert_eq!(baton.want(), Wanted::Done, "wanted already");
+        let second = {
+            let baton = Arc::clone(&baton);
+            std::thread::spawn(move || baton.take_turn())
+        };
+        assert_eq!(second.join().unwrap(), Some("reading"));
+        assert_eq!(baton.pick_up(), None, "the other thread has it");
+        assert!(!baton.may_put_down(), "nobody waits to take it now, and no more may start");
+    }
+
+    #[test]
+    fn a_reading_down_past_the_stall_time_is_wanted() {
+        let baton = Baton::new(3);
+        assert!(baton.put_down(1));
+        assert!(matches!(baton.check(Duration::from_secs(60)), Check::Again(d) if d <= Duration::from_secs(60)));
+        assert_eq!(baton.check(Duration::ZERO), Check::Overdue(Wanted::StartAnother));
+        assert!(baton.put_down(1), "the check that wanted it is the last one due");
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_leaves_the_reading_to_its_holder() {
+        let baton = Baton::new(3);
+        let _ = baton.put_down(1);
+        assert_eq!(baton.want(), Wanted::StartAnother);
+        baton.start_failed();
+        assert_eq!(baton.pick_up(), Some(1));
+        assert!(!baton.may_put_down());
+    }
+
+    #[test]
+    fn ending_hands_back_a_reading_that_is_down_and_releases_the_waiter() {
+        let baton = Arc::new(Baton::<u8>::new(3));
+        let _ = baton.put_down(1);
+        assert_eq!(baton.want(), Wanted::StartAnother);
+        assert_eq!(baton.end(), Some(1));
+        assert_eq!(baton.take_turn(), None);
+        assert_eq!(baton.pick_up(), None);
+        assert!(!baton.may_put_down());
+    }
+}
+
+/// Every interleaving of the hand-over (see ARCHITECTURE.md, "Model checks").
+#[cfg(all(test, scriptling_loom))]
+mod model {
+    use super::*;
+    use crate::support::sync::{AtomicUsize, Ordering, thread};
+    use std::sync::Arc;
+
+    /// The reading, which counts the threads holding it: never more than one.
+    struct Reading(Arc<AtomicUsize>);
+
+    impl Reading {
+        fn held(self) -> Self {
+            assert_eq!(self.0.fetch_add(1, Ordering::SeqCst), 0, "two threads hold the reading");
+            self
+        }
+        fn released(self) -> Self {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            self
+        }
+    }
+
+    /// The body of a reading thread: reads "lines" until `lines` is spent,
+    /// running each as a call on this thread that may wait on the host;
+    /// returns how many it read.
+    fn reading_thread(baton: &Arc<Baton<Reading>>, mut held: Option<Reading>, lines: &AtomicUsize) -> usize {
+        let mut read = 0;
+        loop {
+            let reading = match held.take() {
+                Some(reading) => reading,
+                None => match baton.take_turn() {
+                    Some(reading) => reading.held(),
+                    None => return read,
+                },
+            };
+            if lines.fetch_sub(1, Ordering::SeqCst) == 0 {
+                drop(baton.end());
+                reading.released();
+                return read;
+            }
+            read += 1;
+            if !baton.may_put_down() {
+                held = Some(reading);
+                continue;
+            }
+            let _ = baton.put_down(reading.released());
+            // The call waits on the host: the reading is wanted.
+            assert_eq!(baton.want(), Wanted::Done, "both threads are there already");
+            held = baton.pick_up().map(Reading::held);
+        }
+    }
+
+    /// Two threads, one waiting: whatever the interleaving, one thread
+    /// holds the reading at a time, every line is read once, and both
+    /// threads end.
+    #[test]
+    fn the_reading_is_held_by_one_thread_and_never_lost() {
+        crate::support::sync::model(|| {
+            // Two threads, both there from the start.
+            let baton = Arc::new(Baton::new(2));
+            lock(&baton.state).threads = 2;
+            let holders = Arc::new(AtomicUsize::new(0));
+            let lines = Arc::new(AtomicUsize::new(2));
+            let other = {
+                let (baton, lines) = (Arc::clone(&baton), Arc::clone(&lines));
+                thread::spawn(move || reading_thread(&baton, None, &lines))
+            };
+            let first = Reading(Arc::clone(&holders)).held();
+            // Its first line waits until the other thread waits (a reading
+            // is put down only then): with none waiting it reads on.
+            let read = reading_thread(&baton, Some(first), &lines);
+            let read = read + other.join().unwrap();
+            assert_eq!(read, 2);
+            assert_eq!(holders.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    /// A call that ends as the stall check wants its reading: the reading
+    /// goes to exactly one of the holder and the waiting thread.
+    #[test]
+    fn a_check_racing_the_end_of_a_call_gives_the_reading_to_one_thread() {
+        crate::support::sync::model(|| {
+            let baton = Arc::new(Baton::new(2));
+            lock(&baton.state).threads = 2;
+            let holders = Arc::new(AtomicUsize::new(0));
+            let waiting = {
+                let baton = Arc::clone(&baton);
+                thread::spawn(move || baton.take_turn().map(Reading::held))
+            };
+            let reading = Reading(Arc::clone(&holders));
+            while !baton.may_put_down() {
+                thread::yield_now();
+            }
+            let _ = baton.put_down(reading);
+            let checker = {
+                let baton = Arc::clone(&baton);
+                thread::spawn(move || baton.check(Duration::ZERO))
+            };
+            let mine = baton.pick_up().map(Reading::held);
+            let _ = checker.join().unwrap();
+            if mine.is_some() {
+                // Kept by its holder: the waiter leaves when the reading ends.
+                assert!(baton.end().is_none());
+            }
+            let theirs = waiting.join().unwrap();
+            assert!(mine.is_some() != theirs.is_some(), "exactly one thread took the reading");
+            assert_eq!(holders.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// The session ends while a call runs on the reading thread: the
+    /// reading is handed back to the session, and both threads leave.
+    #[test]
+    fn ending_while_a_call_runs_leaves_nobody_reading() {
+        crate::support::sync::model(|| {
+            let baton = Arc::new(Baton::<u8>::new(2));
+            lock(&baton.state).threads = 2;
+            let waiting = {
+                let baton = Arc::clone(&baton);
+                thread::spawn(move || baton.take_turn())
+            };
+            while !baton.may_put_down() {
+                thread::yield_now();
+            }
+            let _ = baton.put_down(1);
+            let session = {
+                let baton = Arc::clone(&baton);
+                thread::spawn(move || baton.end())
+            };
+            let _ = baton.want();
+            let mine = baton.pick_up();
+            let ended = session.join().unwrap();
+            let theirs = waiting.join().unwrap();
+            // The session, the waiter or the holder has it; only one.
+            let holders = [mine, ended, theirs].iter().filter(|r| r.is_some()).count();
+            assert_eq!(holders, 1);
+            if theirs.is_none() && mine.is_none() {
+                assert!(baton.take_turn().is_none(), "ended: nobody takes it again");
+            }
+        });
+    }
+}

@@ -1,0 +1,147 @@
+//! Where calls run: a call the host sends alone runs on the thread that
+//! read it (no thread is woken for it), calls sent behind one another run
+//! side by side on the pool, and a call on the reading thread never holds
+//! up the reading: not while it waits on the host, and not beyond the
+//! pool's stall time while it blocks or computes. In process, with the
+//! testing host (which serves callbacks concurrently, as the real one does).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scriptling_plugin::testing::Host;
+use scriptling_plugin::{CallError, Callback, Plugin, Value, plugin_fn};
+use serde_json::json;
+
+/// The thread a session's reading runs on (`Setup::stdio`'s name).
+const READING_THREAD: &str = "plugin-stdin";
+/// The pool's threads.
+const POOL_THREAD: &str = "plugin-sync";
+
+/// Well beyond the stall time (1 ms) on a loaded machine; well short of
+/// the calls that hold their thread.
+const PROMPT: Duration = Duration::from_millis(700);
+const HOLD: Duration = Duration::from_secs(3);
+
+fn this_thread() -> String {
+    std::thread::current().name().unwrap_or("unnamed").to_owned()
+}
+
+#[plugin_fn]
+fn where_am_i() -> String {
+    this_thread()
+}
+
+/// Sleeps (a handler that blocks); answers where it ran.
+#[plugin_fn]
+fn sleep_ms(ms: i64) -> String {
+    std::thread::sleep(Duration::from_millis(ms.unsigned_abs()));
+    this_thread()
+}
+
+/// Computes for `ms` of wall time; answers where it ran.
+#[plugin_fn]
+fn spin_ms(ms: i64) -> String {
+    let until = Instant::now() + Duration::from_millis(ms.unsigned_abs());
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+    this_thread()
+}
+
+/// Calls back; answers where it ran and what the callback said.
+#[plugin_fn]
+fn ask(cb: Callback) -> Result<Vec<String>, CallError> {
+    let said = cb.call(())?.extract::<String>()?;
+    Ok(vec![this_thread(), said])
+}
+
+fn plugin() -> Plugin {
+    Plugin::new("reading", "1.0.0", "")
+        .function::<where_am_i>()
+        .function::<sleep_ms>()
+        .function::<spin_ms>()
+        .function::<ask>()
+}
+
+fn cb(id: &str) -> Value {
+    Value::Callback(scriptling_plugin::CallbackRef::new(id))
+}
+
+fn text(value: Value) -> String {
+    value.as_str().expect("a string").to_owned()
+}
+
+#[test]
+fn a_call_sent_alone_runs_on_the_thread_that_read_it() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.handshake().unwrap();
+    for _ in 0..3 {
+        assert_eq!(text(host.call("where_am_i", []).unwrap()), READING_THREAD);
+    }
+}
+
+#[test]
+fn calls_sent_behind_one_another_go_to_the_pool() {
+    let host = Host::in_process(plugin()).unwrap();
+    host.handshake().unwrap();
+    let line = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "function.call", "params": {"name": "where_am_i"}}).to_string()
+    };
+    // One write: the first call is read with the second behind it.
+    host.send_raw(format!("{}\n{}\n", line(1001), line(1002))).unwrap();
+    let mut ran = std::collections::BTreeMap::new();
+    while ran.len() < 2 {
+        let frame = host.next_frame(Duration::from_secs(5)).expect("both answered");
+        ran.insert(frame["id"].as_u64().unwrap(), frame["result"]["value"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ran[&1001], POOL_THREAD, "a call with another read behind it runs on the pool");
+}
+
+/// Runs `hold` (a call that keeps its thread for [`HOLD`]) on the reading
+/// thread, and meanwhile a quick call, which must be answered promptly.
+fn reading_goes_on_while(hold: &'static str) {
+    let host = Arc::new(Host::in_process(plugin()).unwrap());
+    host.handshake().unwrap();
+    let holder = {
+        let host = Arc::clone(&host);
+        std::thread::spawn(move || host.call(hold, [Value::Int(HOLD.as_millis() as i64)]))
+    };
+    // The holding call is read and under way.
+    std::thread::sleep(Duration::from_millis(100));
+    let asked = Instant::now();
+    assert_eq!(text(host.call("where_am_i", []).unwrap()), READING_THREAD);
+    let waited = asked.elapsed();
+    let held = holder.join().unwrap().unwrap();
+    assert_eq!(text(held), READING_THREAD, "{hold} ran on the thread that read it");
+    assert!(waited < PROMPT, "a quick call waited {waited:?} behind {hold} on the reading thread");
+}
+
+#[test]
+fn a_handler_that_blocks_holds_up_the_reading_at_most_the_stall_time() {
+    reading_goes_on_while("sleep_ms");
+}
+
+#[test]
+fn a_handler_that_computes_holds_up_the_reading_at_most_the_stall_time() {
+    reading_goes_on_while("spin_ms");
+}
+
+#[test]
+fn a_call_on_the_reading_thread_gets_its_callbacks_answered_and_the_host_may_call_in_meanwhile() {
+    let host = Arc::new(Host::in_process(plugin()).unwrap());
+    host.handshake().unwrap();
+    let weak = Arc::downgrade(&host);
+    host.on_callback(move |_, _, _| {
+        // The callback calls the plugin while the call that made it waits.
+        let host = weak.upgrade().ok_or("host gone")?;
+        host.call("where_am_i", []).map_err(|e| e.to_string())
+    });
+    for _ in 0..20 {
+        let answer = host.call("ask", [cb("cb-1")]).unwrap();
+        let ran: Vec<String> = answer.as_list().unwrap().iter().map(|v| text(v.clone())).collect();
+        assert_eq!(ran[0], READING_THREAD, "the call ran where it was read");
+        // Read while the reading thread's call waits: run by another
+        // reading thread, or on the pool.
+        assert!([READING_THREAD, POOL_THREAD].contains(&ran[1].as_str()), "{}", ran[1]);
+    }
+}
