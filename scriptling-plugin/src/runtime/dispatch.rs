@@ -180,6 +180,7 @@ impl Dispatcher {
     /// Runs one request for `owner` (HTTP's client, `None` on stdio); `done`
     /// gets its outcome exactly once, on whichever thread finishes it.
     /// `plugin.shutdown` belongs to the transport and never comes here.
+    #[cfg(feature = "http")]
     pub(crate) fn dispatch(self: &Arc<Self>, request: Incoming, owner: Option<Arc<str>>, done: Done) {
         if let Some(job) = self.dispatch_or_hand_back(request, owner, done) {
             self.pool.submit(job);

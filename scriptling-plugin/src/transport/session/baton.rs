@@ -9,14 +9,15 @@
 //! stall time ([`Baton::check`]); then a thread waiting in
 //! [`Baton::take_turn`] takes it and reads on, and the thread whose call
 //! ends finds it gone and waits in its place. A reading is put down only
-//! while a thread waits to take it, or one more may be started
-//! ([`Baton::may_put_down`]; wanting it then says to start one), so a
-//! reading that is wanted is never left with nobody to take it. At any
+//! while a thread waits to take it (checked in the same lock as the put:
+//! [`Baton::put_down`] hands it back otherwise), so a reading that is wanted
+//! is never left with nobody to take it, whatever fails to start. At any
 //! moment the reading is held by one thread, or down, or ended.
 //!
-//! Threads are started when first wanted, up to a bound: a session whose
-//! calls never wait has one; a host calling a function that calls back, in
-//! a loop, has three (one reads, one ends the call it ran, one waits: with
+//! Threads are started before a put-down that finds none waiting
+//! ([`Baton::reserve_thread`]), up to a bound: a session whose calls are
+//! always read behind others has one; a host calling one function at a
+//! time, two; a host calling a function that calls back, in a loop, three (one reads, one ends the call it ran, one waits: with
 //! two, the next call is often read before the thread whose call just
 //! ended waits again, and goes to the pool).
 
@@ -52,16 +53,6 @@ struct State<T> {
     ended: bool,
 }
 
-/// What [`Baton::want`] asks of its caller.
-#[derive(Debug, PartialEq, Eq)]
-#[must_use]
-pub(crate) enum Wanted {
-    /// Nothing: a waiting thread was told, or the reading is not down.
-    Done,
-    /// Start one more thread: it takes the reading from [`Baton::take_turn`].
-    StartAnother,
-}
-
 /// What a [`Baton::check`] found.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
@@ -70,8 +61,8 @@ pub(crate) enum Check {
     Held,
     /// Down for less than the stall time: check again after this long.
     Again(Duration),
-    /// Down for the stall time: it was wanted (see [`Wanted`]).
-    Overdue(Wanted),
+    /// Down for the stall time: it was wanted.
+    Overdue,
 }
 
 impl<T> Baton<T> {
@@ -92,27 +83,48 @@ impl<T> Baton<T> {
         Baton { state: Mutex::new(state), turn: Condvar::new() }
     }
 
-    /// Whether the holder may put the reading down to run a call: a thread
-    /// waits to take it, or one more may be started.
-    pub(crate) fn may_put_down(&self) -> bool {
-        let state = lock(&self.state);
-        !state.ended && (state.waiting > 0 || state.threads < state.most)
+    /// Counts one more thread, waiting already, when none waits and one
+    /// more may start: the caller starts it (its [`take_turn`] passes
+    /// `fresh`), before putting the reading down. Returns whether to.
+    ///
+    /// [`take_turn`]: Self::take_turn
+    pub(crate) fn reserve_thread(&self) -> bool {
+        let mut state = lock(&self.state);
+        if state.ended || state.waiting > 0 || state.threads >= state.most {
+            return false;
+        }
+        state.threads += 1;
+        state.waiting += 1;
+        true
     }
 
-    /// Puts the reading down; nobody is woken. Returns whether the caller
-    /// must schedule a [`check`](Self::check) after the stall time (none is
-    /// due yet).
-    pub(crate) fn put_down(&self, reading: T) -> bool {
+    /// The thread [`reserve_thread`](Self::reserve_thread) counted could
+    /// not be started: no more are asked for.
+    pub(crate) fn start_failed(&self) {
         let mut state = lock(&self.state);
+        state.threads -= 1;
+        state.waiting -= 1;
+        state.most = state.threads;
+    }
+
+    /// Puts the reading down, if a thread waits to take it and the reading
+    /// has not ended (else it is handed back); nobody is woken. `Ok(true)`:
+    /// the caller must schedule a [`check`](Self::check) after the stall
+    /// time (none is due yet).
+    pub(crate) fn put_down(&self, reading: T) -> Result<bool, T> {
+        let mut state = lock(&self.state);
+        if state.ended || state.waiting == 0 {
+            return Err(reading);
+        }
         state.down = Some(reading);
         state.since = Some(Instant::now());
         state.wanted = false;
         state.put_since_check = true;
-        !std::mem::replace(&mut state.watched, true)
+        Ok(!std::mem::replace(&mut state.watched, true))
     }
 
-    /// Takes the reading back once the call has ended; `None` when the
-    /// other thread took it (or it ended): wait your turn instead.
+    /// Takes the reading back once the call has ended; `None` when another
+    /// thread took it (or it ended): wait your turn instead.
     pub(crate) fn pick_up(&self) -> Option<T> {
         let mut state = lock(&self.state);
         let reading = state.down.take()?;
@@ -122,38 +134,18 @@ impl<T> Baton<T> {
     }
 
     /// The plugin awaits the host's answer: a reading that is down is to
-    /// be taken by another thread.
-    pub(crate) fn want(&self) -> Wanted {
+    /// be taken by a waiting thread (one always waits while it is down).
+    pub(crate) fn want(&self) {
         let mut state = lock(&self.state);
-        self.want_locked(&mut state)
+        self.want_locked(&mut state);
     }
 
-    fn want_locked(&self, state: &mut State<T>) -> Wanted {
+    fn want_locked(&self, state: &mut State<T>) {
         if state.down.is_none() || state.wanted || state.ended {
-            return Wanted::Done;
+            return;
         }
         state.wanted = true;
-        if state.waiting > 0 {
-            self.turn.notify_one();
-            Wanted::Done
-        } else if state.threads < state.most {
-            state.threads += 1;
-            Wanted::StartAnother
-        } else {
-            // Cannot happen: it is put down only while a thread waits or
-            // one more may start. It is taken back when the call ends.
-            Wanted::Done
-        }
-    }
-
-    /// The thread [`Wanted::StartAnother`] asked for could not be started:
-    /// the reading stays down until its call ends, and no more threads are
-    /// asked for.
-    pub(crate) fn start_failed(&self) {
-        let mut state = lock(&self.state);
-        state.wanted = false;
-        state.threads -= 1;
-        state.most = state.threads;
+        self.turn.notify_one();
     }
 
     /// Looks at how long the reading has been down: wanted once it has
@@ -176,14 +168,17 @@ impl<T> Baton<T> {
             return Check::Again(stall - elapsed);
         }
         state.watched = false;
-        Check::Overdue(self.want_locked(&mut state))
+        self.want_locked(&mut state);
+        Check::Overdue
     }
 
     /// Waits for the reading to be wanted and takes it; `None` once it has
-    /// ended.
-    pub(crate) fn take_turn(&self) -> Option<T> {
+    /// ended. A `fresh` thread was counted as waiting when it was reserved.
+    pub(crate) fn take_turn(&self, fresh: bool) -> Option<T> {
         let mut state = lock(&self.state);
-        state.waiting += 1;
+        if !fresh {
+            state.waiting += 1;
+        }
         loop {
             if state.ended {
                 state.waiting -= 1;
@@ -201,9 +196,9 @@ impl<T> Baton<T> {
         }
     }
 
-    /// Ends the reading: the waiting thread leaves, and a reading that is
+    /// Ends the reading: the waiting threads leave, and a reading that is
     /// down is handed back to be dropped (its call still runs; nobody reads
-    /// after it).
+    /// after it, and it cannot be put down again).
     pub(crate) fn end(&self) -> Option<T> {
         let mut state = lock(&self.state);
         state.ended = true;
@@ -219,63 +214,66 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn a_call_that_ends_takes_its_reading_back_and_nobody_is_asked() {
-        let baton = Baton::new(3);
-        assert!(baton.may_put_down());
-        assert!(baton.put_down(7), "the first put-down asks for a check");
+    fn a_reading_is_put_down_only_with_a_thread_waiting_to_take_it() {
+        let baton = Baton::new(2);
+        assert_eq!(baton.put_down(7), Err(7), "nobody waits");
+        assert!(baton.reserve_thread());
+        assert!(!baton.reserve_thread(), "one waits already");
+        assert_eq!(baton.put_down(7), Ok(true), "the first put-down asks for a check");
         assert_eq!(baton.pick_up(), Some(7));
-        assert!(!baton.put_down(8), "one check is due already");
+        assert_eq!(baton.put_down(8), Ok(false), "one check is due already");
         assert_eq!(baton.pick_up(), Some(8));
         let stall = Duration::from_millis(1);
         assert_eq!(baton.check(stall), Check::Again(stall), "put down since: the checks go on");
         assert_eq!(baton.check(stall), Check::Held, "nothing put down since: they stop");
-        assert!(baton.put_down(9), "the check that found it held was the last one due");
+        assert_eq!(baton.put_down(9), Ok(true), "the check that found it held was the last one due");
         assert_eq!(baton.pick_up(), Some(9));
     }
 
     #[test]
-    fn wanting_the_reading_starts_another_thread_once_which_then_takes_it() {
+    fn a_wanted_reading_is_taken_by_the_waiting_thread() {
         let baton = Arc::new(Baton::new(2));
-        let _ = baton.put_down("reading");
-        assert_eq!(baton.want(), Wanted::StartAnother);
-        assert_eq!(baton.want(), Wanted::Done, "wanted already");
-        let second = {
+        assert!(baton.reserve_thread());
+        let other = {
             let baton = Arc::clone(&baton);
-            std::thread::spawn(move || baton.take_turn())
+            std::thread::spawn(move || baton.take_turn(true))
         };
-        assert_eq!(second.join().unwrap(), Some("reading"));
+        assert!(baton.put_down("reading").is_ok());
+        baton.want();
+        assert_eq!(other.join().unwrap(), Some("reading"));
         assert_eq!(baton.pick_up(), None, "the other thread has it");
-        assert!(!baton.may_put_down(), "nobody waits to take it now, and no more may start");
+        assert!(!baton.reserve_thread(), "no more threads may start");
+        assert_eq!(baton.put_down("again"), Err("again"), "and none waits");
     }
 
     #[test]
     fn a_reading_down_past_the_stall_time_is_wanted() {
-        let baton = Baton::new(3);
-        assert!(baton.put_down(1));
+        let baton = Baton::new(2);
+        assert!(baton.reserve_thread());
+        assert_eq!(baton.put_down(1), Ok(true));
         assert!(matches!(baton.check(Duration::from_secs(60)), Check::Again(d) if d <= Duration::from_secs(60)));
-        assert_eq!(baton.check(Duration::ZERO), Check::Overdue(Wanted::StartAnother));
-        assert!(baton.put_down(1), "the check that wanted it is the last one due");
+        assert_eq!(baton.check(Duration::ZERO), Check::Overdue);
+        assert_eq!(baton.take_turn(true), Some(1), "wanted: the waiting thread takes it");
     }
 
     #[test]
     fn a_thread_that_cannot_start_leaves_the_reading_to_its_holder() {
         let baton = Baton::new(3);
-        let _ = baton.put_down(1);
-        assert_eq!(baton.want(), Wanted::StartAnother);
+        assert!(baton.reserve_thread());
         baton.start_failed();
-        assert_eq!(baton.pick_up(), Some(1));
-        assert!(!baton.may_put_down());
+        assert!(!baton.reserve_thread(), "no more are asked for");
+        assert_eq!(baton.put_down(1), Err(1), "nobody would take it");
     }
 
     #[test]
     fn ending_hands_back_a_reading_that_is_down_and_releases_the_waiter() {
         let baton = Arc::new(Baton::<u8>::new(3));
-        let _ = baton.put_down(1);
-        assert_eq!(baton.want(), Wanted::StartAnother);
+        assert!(baton.reserve_thread());
+        assert_eq!(baton.put_down(1), Ok(true));
         assert_eq!(baton.end(), Some(1));
-        assert_eq!(baton.take_turn(), None);
+        assert_eq!(baton.take_turn(true), None);
         assert_eq!(baton.pick_up(), None);
-        assert!(!baton.may_put_down());
+        assert_eq!(baton.put_down(2), Err(2), "ended: never put down again");
     }
 }
 
@@ -308,7 +306,7 @@ mod model {
         loop {
             let reading = match held.take() {
                 Some(reading) => reading,
-                None => match baton.take_turn() {
+                None => match baton.take_turn(false) {
                     Some(reading) => reading.held(),
                     None => return read,
                 },
@@ -319,13 +317,13 @@ mod model {
                 return read;
             }
             read += 1;
-            if !baton.may_put_down() {
-                held = Some(reading);
+            if let Err(reading) = baton.put_down(reading.released()) {
+                // Nobody waits to take it: read on.
+                held = Some(reading.held());
                 continue;
             }
-            let _ = baton.put_down(reading.released());
             // The call waits on the host: the reading is wanted.
-            assert_eq!(baton.want(), Wanted::Done, "both threads are there already");
+            baton.want();
             held = baton.pick_up().map(Reading::held);
         }
     }
@@ -365,13 +363,13 @@ mod model {
             let holders = Arc::new(AtomicUsize::new(0));
             let waiting = {
                 let baton = Arc::clone(&baton);
-                thread::spawn(move || baton.take_turn().map(Reading::held))
+                thread::spawn(move || baton.take_turn(false).map(Reading::held))
             };
-            let reading = Reading(Arc::clone(&holders));
-            while !baton.may_put_down() {
+            let mut reading = Reading(Arc::clone(&holders));
+            while let Err(back) = baton.put_down(reading) {
+                reading = back;
                 thread::yield_now();
             }
-            let _ = baton.put_down(reading);
             let checker = {
                 let baton = Arc::clone(&baton);
                 thread::spawn(move || baton.check(Duration::ZERO))
@@ -397,17 +395,16 @@ mod model {
             lock(&baton.state).threads = 2;
             let waiting = {
                 let baton = Arc::clone(&baton);
-                thread::spawn(move || baton.take_turn())
+                thread::spawn(move || baton.take_turn(false))
             };
-            while !baton.may_put_down() {
+            while baton.put_down(1).is_err() {
                 thread::yield_now();
             }
-            let _ = baton.put_down(1);
             let session = {
                 let baton = Arc::clone(&baton);
                 thread::spawn(move || baton.end())
             };
-            let _ = baton.want();
+            baton.want();
             let mine = baton.pick_up();
             let ended = session.join().unwrap();
             let theirs = waiting.join().unwrap();
@@ -415,7 +412,7 @@ mod model {
             let holders = [mine, ended, theirs].iter().filter(|r| r.is_some()).count();
             assert_eq!(holders, 1);
             if theirs.is_none() && mine.is_none() {
-                assert!(baton.take_turn().is_none(), "ended: nobody takes it again");
+                assert!(baton.take_turn(false).is_none(), "ended: nobody takes it again");
             }
         });
     }

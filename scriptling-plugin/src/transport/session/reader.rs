@@ -31,7 +31,7 @@ use crate::runtime::done::{Done, Outcome};
 use crate::runtime::pool::{self, Job};
 use crate::support::timer;
 use crate::sys::{Readable, Stop};
-use crate::transport::session::baton::{Baton, Check, Wanted};
+use crate::transport::session::baton::{Baton, Check};
 use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
 use crate::transport::session::writer::{self, Frame, FrameWriter, Kind, NoProgress};
@@ -107,12 +107,11 @@ impl<R: Readable + 'static> Reading<R> {
         let this: Weak<Self> = Arc::downgrade(&reading);
         reader.routes.outgoing.on_awaiting(Box::new(move || {
             if let Some(reading) = this.upgrade() {
-                let wanted = reading.baton.want();
-                reading.act(wanted);
+                reading.baton.want();
             }
         }));
         let first = Arc::clone(&reading);
-        std::thread::Builder::new().name(thread_name.into()).spawn(move || first.serve(Some(reader)))?;
+        std::thread::Builder::new().name(thread_name.into()).spawn(move || first.serve(Some(reader), false))?;
         Ok(reading)
     }
 
@@ -125,10 +124,11 @@ impl<R: Readable + 'static> Reading<R> {
     /// The body of every reading thread: read, and run the calls read
     /// with nothing behind them here, for as long as this thread holds the
     /// reading; then wait for a turn.
-    fn serve(self: Arc<Self>, mut held: Option<Reader<R>>) {
+    /// A `fresh` thread was counted as waiting when it was reserved.
+    fn serve(self: Arc<Self>, mut held: Option<Reader<R>>, mut fresh: bool) {
         writer::queue_only_on_this_thread();
         loop {
-            let mut reader = match held.take().or_else(|| self.baton.take_turn()) {
+            let mut reader = match held.take().or_else(|| self.baton.take_turn(std::mem::take(&mut fresh))) {
                 Some(reader) => reader,
                 None => return,
             };
@@ -140,15 +140,26 @@ impl<R: Readable + 'static> Reading<R> {
                 drop(reader);
                 return self.end();
             };
-            let pool = reader.routes.dispatcher.pool();
-            let guest = if self.baton.may_put_down() { pool.guest() } else { None };
-            let Some(guest) = guest else {
+            let pool = reader.routes.dispatcher.pool().clone();
+            let Some(guest) = pool.guest() else {
                 pool.submit(job);
                 held = Some(reader);
                 continue;
             };
-            if self.baton.put_down(reader) {
-                self.watch(pool::STALL);
+            // A thread waits to take the reading before it is put down.
+            if self.baton.reserve_thread() {
+                self.start_another();
+            }
+            match self.baton.put_down(reader) {
+                Ok(check) if check => self.watch(pool::STALL),
+                Ok(_) => {}
+                Err(reader) => {
+                    // Nobody would take it (none could start, or it ended).
+                    drop(guest);
+                    pool.submit(job);
+                    held = Some(reader);
+                    continue;
+                }
             }
             writer::as_handler_thread(|| guest.run(job));
             let answered = Instant::now();
@@ -166,23 +177,20 @@ impl<R: Readable + 'static> Reading<R> {
         timer::after(delay, move || match this.baton.check(pool::STALL) {
             Check::Held => {}
             Check::Again(delay) => this.watch(delay),
-            Check::Overdue(wanted) => this.act(wanted),
+            Check::Overdue => {}
         })
         .detach();
     }
 
-    /// Starts another reading thread when the reading is wanted and none
-    /// waits to take it.
-    fn act(self: &Arc<Self>, wanted: Wanted) {
-        if wanted == Wanted::Done {
-            return;
-        }
+    /// Starts the reading thread [`Baton::reserve_thread`] counted.
+    fn start_another(self: &Arc<Self>) {
         let another = Arc::clone(self);
-        let spawned = std::thread::Builder::new().name(self.thread_name.into()).spawn(move || another.serve(None));
+        let spawned =
+            std::thread::Builder::new().name(self.thread_name.into()).spawn(move || another.serve(None, true));
         if let Err(e) = spawned {
             eprintln!(
-                "scriptling-plugin: cannot start a thread to read while a call runs: {e}; calls that wait go to the \
-                 pool from now on"
+                "scriptling-plugin: cannot start a thread to read while a call runs: {e}; calls run on the pool \
+                 when no reading thread waits"
             );
             self.baton.start_failed();
         }
