@@ -173,6 +173,11 @@ impl Slot {
         }
     }
 
+    /// A slot whose thread has no clock yet (see [`Slot::set_clock`]).
+    fn new(busy: bool) -> Slot {
+        Slot { clock: None, window: JUDGE, busy, sample: None, computing: None }
+    }
+
     fn sample_now(&self) -> (Option<Duration>, Instant) {
         (self.clock.as_ref().and_then(ThreadClock::used), Instant::now())
     }
@@ -236,6 +241,18 @@ impl State {
             entry.sample = None;
             entry.computing = None;
         }
+    }
+
+    /// A free slot for a thread joining the pool, counted in: the first
+    /// left by a thread that ended, or a new one.
+    fn join(&mut self, busy: bool) -> usize {
+        let slot = self.slots.iter().position(Option::is_none).unwrap_or(self.slots.len());
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        self.slots[slot] = Some(Slot::new(busy));
+        self.threads += 1;
+        slot
     }
 
     /// The thread in `slot` leaves the pool.
@@ -337,12 +354,7 @@ impl Pool {
         if state.closed || !state.queue.is_empty() || full {
             return None;
         }
-        let slot = state.slots.iter().position(Option::is_none).unwrap_or(state.slots.len());
-        if slot == state.slots.len() {
-            state.slots.push(None);
-        }
-        state.slots[slot] = Some(Slot { clock: None, window: JUDGE, busy: true, sample: None, computing: None });
-        state.threads += 1;
+        let slot = state.join(true);
         state.started += 1;
         Some(Guest { shared: Arc::clone(shared), slot })
     }
@@ -371,22 +383,15 @@ impl Shared {
     }
 
     fn spawn(self: &Arc<Self>, state: &mut State) {
-        let slot = state.slots.iter().position(Option::is_none).unwrap_or(state.slots.len());
+        // Its clock is set when it starts (only it can make it).
+        let slot = state.join(false);
         let shared = Arc::clone(self);
         let spawned = thread::Builder::new().name("plugin-sync".into()).spawn(move || shared.work_loop(slot));
         match spawned {
             // It looks at the queue as soon as it starts.
-            Ok(_) => {
-                state.threads += 1;
-                state.starting += 1;
-                if slot == state.slots.len() {
-                    state.slots.push(None);
-                }
-                // Its clock is set when it starts (only it can make it).
-                state.slots[slot] =
-                    Some(Slot { clock: None, window: JUDGE, busy: false, sample: None, computing: None });
-            }
+            Ok(_) => state.starting += 1,
             Err(e) => {
+                state.leave(slot);
                 eprintln!("scriptling-plugin: cannot start a thread for sync handlers: {e}");
                 // The stall rule tries again, so queued work is not
                 // stranded while the threads that exist are blocked.
@@ -491,11 +496,7 @@ impl Shared {
                 state.started += 1;
                 state.set_busy(slot, true);
                 drop(state);
-                // Jobs catch their handlers' panics themselves; this keeps
-                // the pool's counts right should anything else panic.
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
-                    eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
-                }
+                run_caught(job);
                 state = lock(&self.state);
                 state.set_busy(slot, false);
                 continue;
@@ -556,6 +557,14 @@ impl Shared {
     }
 }
 
+/// Runs `job`. Jobs catch their handlers' panics themselves; this keeps
+/// the pool's counts right should anything else panic.
+fn run_caught(job: Box<dyn Job>) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
+        eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
+    }
+}
+
 /// The calling thread, taken in as one of the pool's for one job
 /// ([`Pool::guest`]).
 pub(crate) struct Guest {
@@ -570,9 +579,7 @@ impl Guest {
         // Handlers can use `tokio::spawn` and `Handle::current()` here too.
         let _runtime = self.shared.runtime.as_ref().map(Handle::enter);
         let outer = WORKER.with(|worker| worker.replace(Some((self.shared.key(), self.slot))));
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| job.run())) {
-            eprintln!("scriptling-plugin: a sync job panicked: {}", panic_message(&*p));
-        }
+        run_caught(job);
         WORKER.with(|worker| worker.set(outer));
     }
 }

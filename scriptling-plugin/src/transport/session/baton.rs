@@ -33,10 +33,9 @@ pub(crate) struct Baton<T> {
 }
 
 struct State<T> {
-    /// The reading, while the thread that held it runs a call.
-    down: Option<T>,
-    /// When it was put down, until it is taken again.
-    since: Option<Instant>,
+    /// The reading, while the thread that held it runs a call, and when
+    /// it was put down.
+    down: Option<(T, Instant)>,
     /// It is down and wanted: the waiting thread takes it.
     wanted: bool,
     /// Threads waiting in [`Baton::take_turn`].
@@ -71,7 +70,6 @@ impl<T> Baton<T> {
     pub(crate) fn new(most: usize) -> Self {
         let state = State {
             down: None,
-            since: None,
             wanted: false,
             waiting: 0,
             threads: 1,
@@ -116,8 +114,7 @@ impl<T> Baton<T> {
         if state.ended || state.waiting == 0 {
             return Err(reading);
         }
-        state.down = Some(reading);
-        state.since = Some(Instant::now());
+        state.down = Some((reading, Instant::now()));
         state.wanted = false;
         state.put_since_check = true;
         Ok(!std::mem::replace(&mut state.watched, true))
@@ -127,8 +124,7 @@ impl<T> Baton<T> {
     /// thread took it (or it ended): wait your turn instead.
     pub(crate) fn pick_up(&self) -> Option<T> {
         let mut state = lock(&self.state);
-        let reading = state.down.take()?;
-        state.since = None;
+        let (reading, _) = state.down.take()?;
         state.wanted = false;
         Some(reading)
     }
@@ -156,7 +152,7 @@ impl<T> Baton<T> {
     /// stop after one finds nothing put down since the last.
     pub(crate) fn check(&self, stall: Duration) -> Check {
         let mut state = lock(&self.state);
-        let Some(since) = state.since else {
+        let Some((_, since)) = state.down else {
             if std::mem::take(&mut state.put_since_check) {
                 return Check::Again(stall);
             }
@@ -185,10 +181,9 @@ impl<T> Baton<T> {
                 return None;
             }
             if state.wanted
-                && let Some(reading) = state.down.take()
+                && let Some((reading, _)) = state.down.take()
             {
                 state.wanted = false;
-                state.since = None;
                 state.waiting -= 1;
                 return Some(reading);
             }
@@ -202,9 +197,8 @@ impl<T> Baton<T> {
     pub(crate) fn end(&self) -> Option<T> {
         let mut state = lock(&self.state);
         state.ended = true;
-        state.since = None;
         self.turn.notify_all();
-        state.down.take()
+        state.down.take().map(|(reading, _)| reading)
     }
 }
 

@@ -140,9 +140,8 @@ impl<R: Readable + 'static> Reading<R> {
                 drop(reader);
                 return self.end();
             };
-            let pool = reader.routes.dispatcher.pool().clone();
-            let Some(guest) = pool.guest() else {
-                pool.submit(job);
+            let Some(guest) = reader.routes.dispatcher.pool().guest() else {
+                reader.routes.dispatcher.pool().submit(job);
                 held = Some(reader);
                 continue;
             };
@@ -151,12 +150,12 @@ impl<R: Readable + 'static> Reading<R> {
                 self.start_another();
             }
             match self.baton.put_down(reader) {
-                Ok(check) if check => self.watch(pool::STALL),
-                Ok(_) => {}
+                Ok(true) => self.watch(pool::STALL),
+                Ok(false) => {}
                 Err(reader) => {
                     // Nobody would take it (none could start, or it ended).
                     drop(guest);
-                    pool.submit(job);
+                    reader.routes.dispatcher.pool().submit(job);
                     held = Some(reader);
                     continue;
                 }
@@ -229,10 +228,8 @@ impl<R: Readable> Reader<R> {
                         self.quick_host = answered.elapsed() < self.lines.source_mut().spin_time();
                     }
                     let served = self.serve_line();
+                    // Only a hello sets it, and a hello is never a call.
                     if routes.wrong_token.load(Ordering::Relaxed) {
-                        if let Served::Call(job) = served {
-                            routes.dispatcher.pool().submit(job);
-                        }
                         routes.note("closing: hello presented a wrong token");
                         break;
                     }
