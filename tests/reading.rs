@@ -109,8 +109,11 @@ fn reading_goes_on_while(hold: &'static str) {
     // The holding call is read and under way.
     std::thread::sleep(Duration::from_millis(100));
     let asked = Instant::now();
-    assert_eq!(text(host.call("where_am_i", []).unwrap()), READING_THREAD);
+    let quick = text(host.call("where_am_i", []).unwrap());
     let waited = asked.elapsed();
+    // Read by another reading thread; run there, or on the pool when the
+    // holder takes the pool's one place (one core).
+    assert!([READING_THREAD, POOL_THREAD].contains(&quick.as_str()), "{quick}");
     let held = holder.join().unwrap().unwrap();
     assert_eq!(text(held), READING_THREAD, "{hold} ran on the thread that read it");
     assert!(waited < PROMPT, "a quick call waited {waited:?} behind {hold} on the reading thread");
@@ -136,10 +139,17 @@ fn a_call_on_the_reading_thread_gets_its_callbacks_answered_and_the_host_may_cal
         let host = weak.upgrade().ok_or("host gone")?;
         host.call("where_am_i", []).map_err(|e| e.to_string())
     });
-    for _ in 0..20 {
+    for round in 0..20 {
         let answer = host.call("ask", [cb("cb-1")]).unwrap();
         let ran: Vec<String> = answer.as_list().unwrap().iter().map(|v| text(v.clone())).collect();
-        assert_eq!(ran[0], READING_THREAD, "the call ran where it was read");
+        // The first runs where it was read. A later one may find the
+        // previous call's thread still counted busy in the pool (it leaves
+        // after writing its answer): on one core it then goes to the pool.
+        if round == 0 {
+            assert_eq!(ran[0], READING_THREAD, "the call ran where it was read");
+        } else {
+            assert!([READING_THREAD, POOL_THREAD].contains(&ran[0].as_str()), "{}", ran[0]);
+        }
         // Read while the reading thread's call waits: run by another
         // reading thread, or on the pool.
         assert!([READING_THREAD, POOL_THREAD].contains(&ran[1].as_str()), "{}", ran[1]);
