@@ -37,6 +37,8 @@ pub(crate) struct Raw {
     pub(crate) stdin: Option<std::process::ChildStdin>,
     pub(crate) stdout: Option<std::io::BufReader<std::process::ChildStdout>>,
     stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Disconnected once all of stderr has been collected (at its end).
+    stderr_done: std::sync::mpsc::Receiver<()>,
 }
 
 #[allow(dead_code)]
@@ -51,7 +53,9 @@ impl Raw {
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = std::sync::Arc::clone(&stderr);
+        let (done, stderr_done) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
+            let _done = done;
             let mut chunk = [0u8; 4096];
             while let Ok(n) = pipe.read(&mut chunk) {
                 if n == 0 {
@@ -60,7 +64,7 @@ impl Raw {
                 sink.lock().unwrap().extend_from_slice(&chunk[..n]);
             }
         });
-        Raw { child, stdin, stdout, stderr }
+        Raw { child, stdin, stdout, stderr, stderr_done }
     }
 
     /// Writes one line to the plugin.
@@ -117,11 +121,15 @@ impl Raw {
         }
     }
 
-    /// Waits for the plugin to exit, for up to `limit`.
+    /// Waits for the plugin to exit, for up to `limit`, and then for the
+    /// rest of its stderr.
     pub(crate) fn wait(&mut self, limit: std::time::Duration) -> std::process::ExitStatus {
         let deadline = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // What it wrote last may still be in the pipe (under Wine,
+                // a while): stderr() after wait() holds all of it.
+                let _ = self.stderr_done.recv_timeout(std::time::Duration::from_secs(5));
                 return status;
             }
             assert!(
