@@ -549,6 +549,34 @@ fn a_callback_the_host_never_answers_fails_after_the_callback_timeout() {
 }
 
 #[test]
+fn a_callbacks_timeout_holds_while_the_host_keeps_sending_other_lines() {
+    // The call runs on the thread that read it, which reads while it waits
+    // for its callback's answer: lines that keep coming must not keep it
+    // reading past the callback's timeout.
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_fixture-plugin"));
+    command.env("FIXTURE_CALLBACK_TIMEOUT_MS", "300");
+    let (mut raw, _request) = fixture_calling_back(&mut command);
+    let started = Instant::now();
+    let mut pings = 0;
+    let answer = loop {
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":"ping-{pings}","method":"ping"}}"#));
+        pings += 1;
+        let frame = raw.recv().expect("an answer");
+        if frame["id"] == 1 {
+            break frame;
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "the call outlived its callback's timeout");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    assert_eq!(
+        answer["error"]["message"],
+        "call_me(): cb: the host did not answer within 300ms (Plugin::callback_timeout)"
+    );
+    assert!(pings > 10, "the host kept sending: {pings} pings");
+}
+
+#[test]
 fn the_documented_tracing_init_line_works_in_a_main_returning_serve_error() {
     fn main_like() -> Result<(), scriptling_plugin::ServeError> {
         scriptling_plugin::tracing::init()?;

@@ -475,17 +475,21 @@ fn connections_over_the_limit_get_503_at_once() {
 #[test]
 fn a_well_behaved_client_is_answered_promptly_beside_500_slow_ones() {
     let served = Served::fixture(&[]);
-    let opening = Instant::now();
+    let mut slowest = Duration::ZERO;
     let slow: Vec<TcpStream> = (0..500)
         .map(|_| {
+            let opening = Instant::now();
             let mut s = raw(served.addr);
+            slowest = slowest.max(opening.elapsed());
             s.write_all(HALF_A_HEADER).unwrap();
             s
         })
         .collect();
     // A burst past the kernel's accept queue has its connection attempts
     // dropped, and they retry a second later (a queue of 128 did that).
-    assert!(opening.elapsed() < Duration::from_millis(900), "500 connections took {:?}", opening.elapsed());
+    // Each connection is timed, not all 500: on a loaded machine under
+    // Wine they took 960 ms together, none of them retried.
+    assert!(slowest < Duration::from_millis(900), "a connection took {slowest:?}: its attempt was dropped");
     let mut client = HttpClient::new(served.addr);
     for n in 0..20 {
         let started = Instant::now();

@@ -25,8 +25,16 @@ fn fixture() -> Command {
 fn every_plugin_shutdown_is_answered() {
     let mut raw = Raw::spawn(&mut fixture());
     raw.handshake();
-    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"plugin.shutdown"}"#);
-    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#);
+    // In one write: a second line sent after the plugin stopped reading
+    // (it does once the first shutdown is done) is never read, so never
+    // answered; a test host held up between two writes sent it then. (That
+    // a stopped reader still reads what waits in the pipe is tested in
+    // `sys`.)
+    raw.send(concat!(
+        r#"{"jsonrpc":"2.0","id":2,"method":"plugin.shutdown"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#
+    ));
     let mut answers = Vec::new();
     while let Some(frame) = raw.recv() {
         answers.push(frame);

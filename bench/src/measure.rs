@@ -430,9 +430,15 @@ pub fn pipeline_only(path: &Path, total: usize) -> Option<(f64, f64)> {
         if std::env::var_os("PIPELINE_TCP").is_some() { Driver::spawn_tcp(path)? } else { Driver::spawn(path)? };
     driver.round_trip("scriptling.handshake", r#"{"protocol":"1.0"}"#)?;
     let greet = greet_params("Ada");
-    // PIPELINE_SEQUENTIAL=1 profiles round trips alone.
+    // PIPELINE_SEQUENTIAL=1 profiles round trips alone; PIPELINE_PIPELINED=1
+    // pipelined calls alone (a single round trip for the p50).
     let sequential_only = std::env::var_os("PIPELINE_SEQUENTIAL").is_some();
-    let (warm, timed, round_trips) = if sequential_only { (0, 0, total) } else { (total / 10, total, total / 10) };
+    let pipelined_only = std::env::var_os("PIPELINE_PIPELINED").is_some();
+    let (warm, timed, round_trips) = match (sequential_only, pipelined_only) {
+        (true, _) => (0, 0, total),
+        (false, true) => (total / 10, total, 1),
+        (false, false) => (total / 10, total, total / 10),
+    };
     if warm > 0 {
         pipelined(&mut driver, &greet, warm, 64)?;
     }

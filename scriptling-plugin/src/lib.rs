@@ -53,6 +53,11 @@
 //! | `log` | no | `log` records sent to the host's log |
 //! | `http` | no | serving over HTTP (`Plugin::serve_http`, `--listen`) |
 //!
+//! `http` links an HTTP server into the program even where it serves
+//! stdio: measured, a stdio plugin built with it idles about 0.4 MiB larger
+//! and starts about 20 µs later. Turn it on only in plugins that serve HTTP
+//! (TCP serving needs no feature).
+//!
 //! Items behind a feature say so on their page; these docs show every
 //! feature only when built with `cargo doc --all-features --open` (as on
 //! docs.rs).

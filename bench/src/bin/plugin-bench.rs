@@ -13,7 +13,9 @@
 //! plugin-bench pipeline PLUGIN...
 //!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
 //!     rounds (a quick comparison, and a steady load to profile); with
-//!     PIPELINE_TCP=1, over a TCP connection (`--listen tcp://127.0.0.1:0`)
+//!     PIPELINE_TCP=1, over a TCP connection (`--listen tcp://127.0.0.1:0`);
+//!     PIPELINE_SEQUENTIAL=1 or PIPELINE_PIPELINED=1 makes only round trips
+//!     or only pipelined calls (to profile one alone)
 //!
 //! Each run also times script loops through the real Scriptling host
 //! (`host_*`: `greet` in a loop, and `ping_back(cb, 4)` in a loop, per call,
@@ -31,10 +33,16 @@
 //!     a script's loops through the real Scriptling host only (see below),
 //!     each plugin in turn per run; medians and ratios to the first
 //! plugin-bench http [PLUGIN] [--runs N] [--quick] [--json]
-//!     serve PLUGIN (default: the SDK plugin) over HTTP on loopback and
-//!     measure requests/s and p99 latency with 1 and 16 keep-alive clients,
-//!     then again with 2 000 slow connections (half a header each) held open
+//!     serve PLUGIN (default: the `http` example, in `examples/` of this
+//!     binary's directory: `cargo build --release --example http
+//!     --features http`) over HTTP on loopback and measure requests/s and
+//!     p99 latency with 1 and 16 keep-alive clients, then again with 2 000
+//!     slow connections (half a header each) held open
 //! ```
+//!
+//! The SDK plugin is built with the runtime's default features, as the
+//! author of a stdio plugin builds it (what the `http` feature costs a
+//! stdio plugin: README, "Benchmarks").
 //!
 //! Build everything in release mode and compare with:
 //! `cargo build --release -p scriptling-plugin-bench && target/release/plugin-bench compare`
@@ -131,13 +139,14 @@ fn targets(floor: &Figures, sdk: &Figures) -> Vec<(String, Option<bool>)> {
     let ratio = |key: &str| sdk.get(key).zip(floor.get(key)).map(|(s, f)| s / f);
     let mut out = Vec::new();
     let mut check = |name: &str, ok: Option<bool>| out.push((name.to_owned(), ok));
-    // Performance round three (issue 22), against the lean floor.
+    // Against the lean floor: issue 22's, as issue 30 set them again
+    // (pipelined, payloads and spawn).
     check("sequential p50 ≤ 1.0 × floor", ratio("seq_p50_us").map(|r| r <= 1.0));
     check("sequential p99 ≤ 1.25 × floor", ratio("seq_p99_us").map(|r| r <= 1.25));
-    check("pipelined calls/s ≥ 1.0 × floor", ratio("pipelined_calls_per_s").map(|r| r >= 1.0));
-    check("16 MiB payload MB/s ≥ 0.9 × floor", ratio("payload_16mib_mb_per_s").map(|r| r >= 0.9));
-    check("1 MiB payload MB/s ≥ 0.9 × floor", ratio("payload_1mib_mb_per_s").map(|r| r >= 0.9));
-    check("spawn → handshake ≤ 1.3 × floor", ratio("spawn_handshake_ms").map(|r| r <= 1.3));
+    check("pipelined calls/s ≥ 0.8 × floor", ratio("pipelined_calls_per_s").map(|r| r >= 0.8));
+    check("16 MiB payload MB/s ≥ 1.0 × floor", ratio("payload_16mib_mb_per_s").map(|r| r >= 1.0));
+    check("1 MiB payload MB/s ≥ 1.0 × floor", ratio("payload_1mib_mb_per_s").map(|r| r >= 1.0));
+    check("spawn → handshake ≤ 1.2 × floor", ratio("spawn_handshake_ms").map(|r| r <= 1.2));
     check("idle RSS ≤ 4 MiB", sdk.get("idle_rss_kib").map(|k| k <= 4.0 * 1024.0));
     check("peak RSS with 16 MiB payloads ≤ 40 MiB", sdk.get("peak_rss_kib").map(|k| k <= 40.0 * 1024.0));
     // A cycle is three round trips: against the floor's own cycle, not a
@@ -321,7 +330,18 @@ fn start_http(plugin: &std::path::Path) -> Option<(std::process::Child, std::net
 }
 
 fn http(args: &Args) -> ExitCode {
-    let plugin = args.plugins.first().cloned().unwrap_or_else(|| sibling("sdk-plugin"));
+    let plugin = args.plugins.first().cloned().unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("own path");
+        exe.with_file_name("examples").join(format!("http{}", std::env::consts::EXE_SUFFIX))
+    });
+    if !plugin.exists() {
+        eprintln!(
+            "plugin-bench: no {} (for the default, build the http example: cargo build --release --example http \
+             --features http)",
+            plugin.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let Some((mut child, addr)) = start_http(&plugin) else {
         eprintln!("plugin-bench: {} did not start serving HTTP", plugin.display());
         return ExitCode::FAILURE;

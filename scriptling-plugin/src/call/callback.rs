@@ -222,8 +222,10 @@ impl Callback {
         let (scope, params) = self.prepare(args)?;
         let reply = {
             let _waiting = scope.call.wait_on_host();
-            let pending = scope.link.request_blocking("callback.call", &params).map_err(|e| self.failure(e))?;
-            pending.wait_blocking(scope.link.waits.callback)
+            // A call run on the thread that read it reads its callback's
+            // answer there (`held`).
+            let (pending, held) = scope.link.request_blocking("callback.call", &params).map_err(|e| self.failure(e))?;
+            pending.wait_reading(scope.link.waits.callback, held)
         };
         self.reply(reply)
     }

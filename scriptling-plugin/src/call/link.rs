@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::runtime::Handle;
 
+use crate::call::lent::{self, Held};
 use crate::call::logstream::LogHealth;
 use crate::call::objects::{ClassInfo, ObjectTable};
 use crate::call::outgoing::{Outgoing, OutgoingError, Pending, Reply};
@@ -154,17 +155,25 @@ impl Link {
         })
     }
 
-    /// Sends one of the plugin's own requests for a sync handler to block on.
+    /// Sends one of the plugin's own requests for a sync handler to block
+    /// on; and, when this thread was lent the reading of the same session
+    /// (it runs a call it read), takes it back, to read the answer itself
+    /// (`call/lent.rs`). The request is then registered without wanting
+    /// the reading (that would wake another thread to read it) and sent
+    /// while the reading is still down, so that a send the host's full pipe
+    /// blocks holds up the reading no longer than the stall time; if the
+    /// reading was taken over meanwhile, its new holder reads the answer.
     pub(crate) fn request_blocking<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
-    ) -> Result<Pending, OutgoingError> {
+    ) -> Result<(Pending, Option<Box<dyn Held>>), OutgoingError> {
         let host = self.host(method)?;
+        let lent = lent::lent_for(&host.outgoing);
         // Dropped (and so unregistered) if the request cannot be encoded.
-        let pending = host.outgoing.register_blocking()?;
+        let pending = host.outgoing.register_blocking(lent.is_none())?;
         host.sink.send_frame(encode_request(pending.id(), method, params)?);
-        Ok(pending)
+        Ok((pending, lent.and_then(|lent| lent.take_back())))
     }
 
     /// Sends one of the plugin's own requests for an async handler to await.

@@ -9,6 +9,7 @@
 pub(crate) mod callback;
 pub(crate) mod context;
 pub(crate) mod error;
+pub(crate) mod lent;
 pub(crate) mod link;
 pub(crate) mod logger;
 pub(crate) mod logstream;

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
+use crate::call::lent::Held;
 use crate::rpc::Failure;
 use crate::support::{lock, timer};
 
@@ -150,16 +151,19 @@ impl Outgoing {
     }
 
     /// Allocates an id whose answer a sync handler will block for.
-    pub(crate) fn register_blocking(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
+    /// `announce`: tell the session's reading it is wanted (see
+    /// [`on_awaiting`](Self::on_awaiting)); not when the handler's own
+    /// thread is to read the answer (`call/lent.rs`).
+    pub(crate) fn register_blocking(self: &Arc<Self>, announce: bool) -> Result<Pending, OutgoingError> {
         let (tx, rx) = mpsc::sync_channel(1);
-        let id = self.insert(Waiter::Blocking(tx))?;
+        let id = self.insert(Waiter::Blocking(tx), announce)?;
         Ok(Pending { id, rx: Receiver::Blocking(rx), owner: Arc::clone(self) })
     }
 
     /// Allocates an id whose answer an async handler will await.
     pub(crate) fn register_async(self: &Arc<Self>) -> Result<Pending, OutgoingError> {
         let (tx, rx) = oneshot::channel();
-        let id = self.insert(Waiter::Async(tx))?;
+        let id = self.insert(Waiter::Async(tx), true)?;
         Ok(Pending { id, rx: Receiver::Async(rx), owner: Arc::clone(self) })
     }
 
@@ -168,7 +172,7 @@ impl Outgoing {
     /// connection hands it the closing error; [`forget`](Self::forget)
     /// drops it untold.
     pub(crate) fn register_then(&self, then: impl FnOnce(u64, Reply) + Send + 'static) -> Result<u64, OutgoingError> {
-        self.insert(Waiter::Then(Box::new(then)))
+        self.insert(Waiter::Then(Box::new(then)), true)
     }
 
     /// Allocates an id nobody waits on: its answer, if any, is dropped as late.
@@ -194,7 +198,7 @@ impl Outgoing {
     }
 
     /// Allocates an id for `waiter`, unless the connection is closed.
-    fn insert(&self, waiter: Waiter) -> Result<u64, OutgoingError> {
+    fn insert(&self, waiter: Waiter, announce: bool) -> Result<u64, OutgoingError> {
         let mut state = self.state();
         if let Some(reason) = &state.closed {
             return Err(OutgoingError::Closed(reason.clone()));
@@ -211,7 +215,7 @@ impl Outgoing {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.pending.insert(id, waiter);
         drop(state);
-        if let Some(hook) = self.on_awaiting.get() {
+        if let Some(hook) = self.on_awaiting.get().filter(|_| announce) {
             hook();
         }
         Ok(id)
@@ -271,10 +275,36 @@ impl Pending {
     /// handler's wait: it runs on the sync pool, never on the runtime).
     pub(crate) fn wait_blocking(self, limit: Duration) -> Reply {
         let Receiver::Blocking(rx) = &self.rx else { unreachable!("registered for a blocking wait") };
-        match rx.recv_timeout(limit) {
-            Ok(reply) => reply,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(OutgoingError::TimedOut(limit)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(OutgoingError::Closed("the connection closed".into())),
+        receive(rx, limit, limit)
+    }
+
+    /// Like [`wait_blocking`](Self::wait_blocking), reading the host's
+    /// messages on this thread meanwhile when it holds the reading
+    /// (`held`): then the answer is read here and nobody is woken for it.
+    /// The reading is put down again (dropped) before any wait.
+    pub(crate) fn wait_reading(self, limit: Duration, held: Option<Box<dyn Held>>) -> Reply {
+        let Some(mut held) = held else { return self.wait_blocking(limit) };
+        let Receiver::Blocking(rx) = &self.rx else { unreachable!("registered for a blocking wait") };
+        let until = Instant::now().checked_add(limit);
+        let mut reply = None;
+        if let Some(until) = until {
+            held.read_until(
+                &mut || {
+                    if let Ok(answer) = rx.try_recv() {
+                        reply = Some(answer);
+                    }
+                    reply.is_some()
+                },
+                until,
+            );
+        }
+        drop(held);
+        match reply.or_else(|| rx.try_recv().ok()) {
+            Some(reply) => reply,
+            None => {
+                let left = until.map_or(limit, |until| until.saturating_duration_since(Instant::now()));
+                receive(rx, left, limit)
+            }
         }
     }
 
@@ -286,6 +316,15 @@ impl Pending {
         let _deadline = timer::after(limit, move || owner.expire(id, OutgoingError::TimedOut(limit)));
         let Receiver::Async(rx) = &mut self.rx else { unreachable!("registered for an async wait") };
         rx.await.unwrap_or_else(|_| Err(OutgoingError::Closed("the connection closed".into())))
+    }
+}
+
+/// The answer on `rx`, waited for up to `left` (the wait began `limit` before its end).
+fn receive(rx: &mpsc::Receiver<Reply>, left: Duration, limit: Duration) -> Reply {
+    match rx.recv_timeout(left) {
+        Ok(reply) => reply,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(OutgoingError::TimedOut(limit)),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(OutgoingError::Closed("the connection closed".into())),
     }
 }
 
@@ -334,7 +373,7 @@ mod tests {
     #[test]
     fn a_waiter_that_gives_up_leaves_nothing_behind() {
         let out = Outgoing::new();
-        let p = out.register_blocking().unwrap();
+        let p = out.register_blocking(true).unwrap();
         let id = raw(&p.id().to_string());
         assert_eq!(out.pending_count(), 1);
         assert_eq!(
@@ -348,7 +387,7 @@ mod tests {
     #[test]
     fn a_malformed_answer_fails_its_request() {
         let out = Outgoing::new();
-        let p = out.register_blocking().unwrap();
+        let p = out.register_blocking(true).unwrap();
         let id = raw(&p.id().to_string());
         out.complete(Some(&id), Err(Failure::Malformed("it has neither".into())));
         assert_eq!(
@@ -381,9 +420,9 @@ mod tests {
     #[test]
     fn close_fails_current_and_future_waiters() {
         let out = Outgoing::new();
-        let p = out.register_blocking().unwrap();
+        let p = out.register_blocking(true).unwrap();
         out.close("host gone");
         assert_eq!(p.wait_blocking(Duration::from_secs(5)).unwrap_err(), OutgoingError::Closed("host gone".into()));
-        assert_eq!(out.register_blocking().err(), Some(OutgoingError::Closed("host gone".into())));
+        assert_eq!(out.register_blocking(true).err(), Some(OutgoingError::Closed("host gone".into())));
     }
 }

@@ -16,8 +16,8 @@
 
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 #[cfg(unix)]
 mod unix;
@@ -42,14 +42,19 @@ pub(crate) use os::{
 /// waiting or reading thread is woken is the OS module's `Waker`.
 pub(crate) struct Stop {
     stopped: AtomicBool,
-    /// The one read allowed once stopped is still to come.
-    last_read: AtomicBool,
+    /// How many bytes a stopped reader may still read (see [`LAST_READS`]).
+    last_reads: AtomicUsize,
     waker: os::Waker,
 }
 
+/// What a stopped reader still reads of what the host has sent already, at
+/// most: a Linux pipe's default capacity (and what one read of the largest
+/// read buffer took before the buffer grew from 8 KiB).
+const LAST_READS: usize = 64 * 1024;
+
 impl Stop {
     pub(crate) fn new() -> io::Result<Stop> {
-        Ok(Stop { stopped: AtomicBool::new(false), last_read: AtomicBool::new(true), waker: os::Waker::new()? })
+        Ok(Stop { stopped: AtomicBool::new(false), last_reads: AtomicUsize::new(LAST_READS), waker: os::Waker::new()? })
     }
 
     /// Stops the reader.
@@ -67,8 +72,9 @@ impl Stop {
 /// Reads `source` into `buf` once it has bytes (or has ended): `Some(n)`;
 /// `None` once `until` has passed with nothing to read (a deadline the OS
 /// module can keep: on Windows, a socket's). Once `stop` is told to, what
-/// the host has already sent is read, once (so that what it sent before the
-/// end is answered), and then every read returns [`stopped`]. `ready`
+/// the host has already sent is read, up to [`LAST_READS`] bytes in as many
+/// reads as the buffer needs (until one does not fill it), so that what it
+/// sent before the end is answered; then every read returns [`stopped`]. `ready`
 /// says the caller has just seen bytes there (no wait before the first read).
 pub(crate) fn read<R: Readable + ?Sized>(
     source: &mut R,
@@ -81,12 +87,10 @@ pub(crate) fn read<R: Readable + ?Sized>(
         if stop.is_stopped() {
             return last_read(source, stop, buf);
         }
-        let timeout = match until {
+        let timeout = match until.map(left_until) {
             None => None,
-            Some(until) => match until.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => Some(left),
-                _ => return Ok(None),
-            },
+            Some(None) => return Ok(None),
+            Some(left) => left,
         };
         if !std::mem::take(&mut ready) && !os::wait(source, stop, timeout)? {
             continue; // stopped, timed out, or a signal: look again
@@ -101,10 +105,44 @@ pub(crate) fn read<R: Readable + ?Sized>(
     }
 }
 
-/// The read a stopped reader still makes: what is there already, once.
+/// Waits until `source` has bytes (or has ended), or `stop` is told to:
+/// `true`; `false` once `until` has passed. Only for a source whose waits
+/// keep deadlines ([`keeps_deadlines`]); another is never waited for.
+pub(crate) fn wait_readable<R: Readable + ?Sized>(source: &R, stop: &Stop, until: Instant) -> io::Result<bool> {
+    loop {
+        if stop.is_stopped() {
+            return Ok(true);
+        }
+        let Some(left) = left_until(until) else { return Ok(false) };
+        if os::wait(source, stop, Some(left))? {
+            return Ok(true);
+        }
+    }
+}
+
+/// The time left until `until`; `None` once it has come.
+fn left_until(until: Instant) -> Option<Duration> {
+    until.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+}
+
+/// Whether a wait for `source`'s bytes can end at a deadline: on Unix
+/// always; on Windows, for a socket (a pipe's or console's read only blocks).
+pub(crate) fn keeps_deadlines<R: Readable + ?Sized>(source: &R) -> bool {
+    os::keeps_deadlines(source)
+}
+
+/// A read a stopped reader still makes: what is there already, while
+/// [`LAST_READS`] allows. (One thread reads a session's input at a time.)
 fn last_read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    if stop.last_read.swap(false, Ordering::AcqRel) && ready_now(source) {
-        return source.read(buf).map(Some);
+    let left = stop.last_reads.swap(0, Ordering::AcqRel);
+    if left > 0 && ready_now(source) {
+        let limit = buf.len().min(left);
+        let n = source.read(&mut buf[..limit])?;
+        // A read that did not fill the buffer took all there was (bytes
+        // sent after the stop are not waited for); one that filled it may
+        // have left more.
+        stop.last_reads.store(if n < limit { 0 } else { left - n }, Ordering::Release);
+        return Ok(Some(n));
     }
     Err(stopped())
 }

@@ -44,6 +44,11 @@ pub(super) fn wait<R: Readable + ?Sized>(source: &R, stop: &Stop, timeout: Optio
     Ok(wait_fds(&[source.as_fd().as_raw_fd(), stop.waker.read.as_raw_fd()], timeout)? & 1 != 0)
 }
 
+/// Every wait here keeps its deadline.
+pub(super) fn keeps_deadlines<R: Readable + ?Sized>(_source: &R) -> bool {
+    true
+}
+
 /// Reads `source`, which has bytes.
 pub(super) fn read<R: Readable + ?Sized>(source: &mut R, _stop: &Stop, buf: &mut [u8]) -> io::Result<usize> {
     source.read(buf)

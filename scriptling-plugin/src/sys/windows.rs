@@ -183,6 +183,11 @@ pub(super) fn wait<R: Readable + ?Sized>(source: &R, stop: &Stop, timeout: Optio
     }
 }
 
+/// A socket's wait keeps its deadline; a handle is not waited for at all.
+pub(super) fn keeps_deadlines<R: Readable + ?Sized>(source: &R) -> bool {
+    matches!(source.waitable(), Waitable::Socket(_))
+}
+
 /// Reads `source`: a socket, which has bytes; or anything else, blocking,
 /// where the stop can cancel the read.
 pub(super) fn read<R: Readable + ?Sized>(source: &mut R, stop: &Stop, buf: &mut [u8]) -> io::Result<usize> {

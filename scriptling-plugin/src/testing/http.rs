@@ -1,5 +1,7 @@
 //! [`HttpClient`]: a minimal HTTP/1.1 client for tests and benchmarks of
-//! plugins served over HTTP (features `testing` and `http`).
+//! plugins served over HTTP (feature `testing`). It needs no `http` feature:
+//! a test or benchmark may drive a server built elsewhere without linking
+//! an HTTP server itself.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -34,7 +34,6 @@
 //! ```
 
 mod host;
-#[cfg(feature = "http")]
 mod http;
 mod wire;
 
@@ -43,7 +42,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use host::Host;
-#[cfg(feature = "http")]
 pub use http::{HttpClient, HttpResponse};
 
 use crate::value::Value;

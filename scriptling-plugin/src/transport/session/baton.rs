@@ -52,6 +52,14 @@ struct State<T> {
     ended: bool,
 }
 
+impl<T> State<T> {
+    /// A reading put down now would be taken: the reading has not ended
+    /// and a thread waits for it.
+    fn could_put_down(&self) -> bool {
+        !self.ended && self.waiting > 0
+    }
+}
+
 /// What a [`Baton::check`] found.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
@@ -106,17 +114,24 @@ impl<T> Baton<T> {
     }
 
     /// Puts the reading down, if a thread waits to take it and the reading
-    /// has not ended (else it is handed back); nobody is woken. `Ok(true)`:
-    /// the caller must schedule a [`check`](Self::check) after the stall
-    /// time (none is due yet).
-    pub(crate) fn put_down(&self, reading: T) -> Result<bool, T> {
+    /// has not ended (else it is handed back). It is wanted at once if
+    /// `awaited(&reading)`, asked under the baton's lock: requests that
+    /// await the host's answer and were registered while it was held
+    /// wanted it in vain, and one registered after the question finds it
+    /// down; else nobody is woken. `Ok(true)`: the caller must schedule a
+    /// [`check`](Self::check) after the stall time (none is due yet).
+    pub(crate) fn put_down(&self, reading: T, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
         let mut state = lock(&self.state);
-        if state.ended || state.waiting == 0 {
+        if !state.could_put_down() {
             return Err(reading);
         }
+        let wanted = awaited(&reading);
         state.down = Some((reading, Instant::now()));
         state.wanted = false;
         state.put_since_check = true;
+        if wanted {
+            self.want_locked(&mut state);
+        }
         Ok(!std::mem::replace(&mut state.watched, true))
     }
 
@@ -124,6 +139,21 @@ impl<T> Baton<T> {
     /// thread took it (or it ended): wait your turn instead.
     pub(crate) fn pick_up(&self) -> Option<T> {
         let mut state = lock(&self.state);
+        let (reading, _) = state.down.take()?;
+        state.wanted = false;
+        Some(reading)
+    }
+
+    /// Takes the reading back while the call that put it down waits on
+    /// the host, to read the answer on this thread (no thread woken for
+    /// it): only if it is still down and a thread waits to take it after,
+    /// so that it can be put down again (a waiting thread leaves only by
+    /// taking a reading that is down, or when the reading ends).
+    pub(crate) fn take_back(&self) -> Option<T> {
+        let mut state = lock(&self.state);
+        if !state.could_put_down() {
+            return None;
+        }
         let (reading, _) = state.down.take()?;
         state.wanted = false;
         Some(reading)
@@ -210,18 +240,43 @@ mod tests {
     #[test]
     fn a_reading_is_put_down_only_with_a_thread_waiting_to_take_it() {
         let baton = Baton::new(2);
-        assert_eq!(baton.put_down(7), Err(7), "nobody waits");
+        assert_eq!(baton.put_down(7, |_| false), Err(7), "nobody waits");
         assert!(baton.reserve_thread());
         assert!(!baton.reserve_thread(), "one waits already");
-        assert_eq!(baton.put_down(7), Ok(true), "the first put-down asks for a check");
+        assert_eq!(baton.put_down(7, |_| false), Ok(true), "the first put-down asks for a check");
         assert_eq!(baton.pick_up(), Some(7));
-        assert_eq!(baton.put_down(8), Ok(false), "one check is due already");
+        assert_eq!(baton.put_down(8, |_| false), Ok(false), "one check is due already");
         assert_eq!(baton.pick_up(), Some(8));
         let stall = Duration::from_millis(1);
         assert_eq!(baton.check(stall), Check::Again(stall), "put down since: the checks go on");
         assert_eq!(baton.check(stall), Check::Held, "nothing put down since: they stop");
-        assert_eq!(baton.put_down(9), Ok(true), "the check that found it held was the last one due");
+        assert_eq!(baton.put_down(9, |_| false), Ok(true), "the check that found it held was the last one due");
         assert_eq!(baton.pick_up(), Some(9));
+    }
+
+    #[test]
+    fn a_reading_is_taken_back_only_while_it_could_be_put_down_again() {
+        let baton = Baton::new(2);
+        assert!(baton.reserve_thread());
+        assert_eq!(baton.put_down(1, |_| false), Ok(true));
+        assert_eq!(baton.take_back(), Some(1), "down, and a thread waits");
+        baton.want();
+        assert_eq!(baton.put_down(1, |_| false), Ok(false), "the waiting thread still waits: down again, not wanted");
+        assert_eq!(baton.pick_up(), Some(1));
+        assert_eq!(baton.take_back(), None, "not down");
+        let ended = Baton::new(2);
+        assert!(ended.reserve_thread());
+        assert_eq!(ended.put_down(2, |_| false), Ok(true));
+        assert_eq!(ended.end(), Some(2));
+        assert_eq!(ended.take_back(), None, "ended");
+    }
+
+    #[test]
+    fn a_reading_put_down_while_answers_are_awaited_is_taken_at_once() {
+        let baton = Baton::new(2);
+        assert!(baton.reserve_thread());
+        assert_eq!(baton.put_down(1, |_| true), Ok(true));
+        assert_eq!(baton.take_turn(true), Some(1), "wanted as it went down");
     }
 
     #[test]
@@ -232,19 +287,19 @@ mod tests {
             let baton = Arc::clone(&baton);
             std::thread::spawn(move || baton.take_turn(true))
         };
-        assert!(baton.put_down("reading").is_ok());
+        assert!(baton.put_down("reading", |_| false).is_ok());
         baton.want();
         assert_eq!(other.join().unwrap(), Some("reading"));
         assert_eq!(baton.pick_up(), None, "the other thread has it");
         assert!(!baton.reserve_thread(), "no more threads may start");
-        assert_eq!(baton.put_down("again"), Err("again"), "and none waits");
+        assert_eq!(baton.put_down("again", |_| false), Err("again"), "and none waits");
     }
 
     #[test]
     fn a_reading_down_past_the_stall_time_is_wanted() {
         let baton = Baton::new(2);
         assert!(baton.reserve_thread());
-        assert_eq!(baton.put_down(1), Ok(true));
+        assert_eq!(baton.put_down(1, |_| false), Ok(true));
         assert!(matches!(baton.check(Duration::from_secs(60)), Check::Again(d) if d <= Duration::from_secs(60)));
         assert_eq!(baton.check(Duration::ZERO), Check::Overdue);
         assert_eq!(baton.take_turn(true), Some(1), "wanted: the waiting thread takes it");
@@ -256,18 +311,18 @@ mod tests {
         assert!(baton.reserve_thread());
         baton.start_failed();
         assert!(!baton.reserve_thread(), "no more are asked for");
-        assert_eq!(baton.put_down(1), Err(1), "nobody would take it");
+        assert_eq!(baton.put_down(1, |_| false), Err(1), "nobody would take it");
     }
 
     #[test]
     fn ending_hands_back_a_reading_that_is_down_and_releases_the_waiter() {
         let baton = Arc::new(Baton::<u8>::new(3));
         assert!(baton.reserve_thread());
-        assert_eq!(baton.put_down(1), Ok(true));
+        assert_eq!(baton.put_down(1, |_| false), Ok(true));
         assert_eq!(baton.end(), Some(1));
         assert_eq!(baton.take_turn(true), None);
         assert_eq!(baton.pick_up(), None);
-        assert_eq!(baton.put_down(2), Err(2), "ended: never put down again");
+        assert_eq!(baton.put_down(2, |_| false), Err(2), "ended: never put down again");
     }
 }
 
@@ -311,7 +366,7 @@ mod model {
                 return read;
             }
             read += 1;
-            if let Err(reading) = baton.put_down(reading.released()) {
+            if let Err(reading) = baton.put_down(reading.released(), |_| false) {
                 // Nobody waits to take it: read on.
                 held = Some(reading.held());
                 continue;
@@ -347,23 +402,30 @@ mod model {
         });
     }
 
+    /// Two threads: one waits for a turn (returning the reading it takes);
+    /// the reading is down, put there by the other, the model's own.
+    fn down_with_a_thread_waiting() -> (Arc<Baton<Reading>>, Arc<AtomicUsize>, thread::JoinHandle<Option<Reading>>) {
+        let baton = Arc::new(Baton::new(2));
+        lock(&baton.state).threads = 2;
+        let holders = Arc::new(AtomicUsize::new(0));
+        let waiting = {
+            let baton = Arc::clone(&baton);
+            thread::spawn(move || baton.take_turn(false).map(Reading::held))
+        };
+        let mut reading = Reading(Arc::clone(&holders));
+        while let Err(back) = baton.put_down(reading, |_| false) {
+            reading = back;
+            thread::yield_now();
+        }
+        (baton, holders, waiting)
+    }
+
     /// A call that ends as the stall check wants its reading: the reading
     /// goes to exactly one of the holder and the waiting thread.
     #[test]
     fn a_check_racing_the_end_of_a_call_gives_the_reading_to_one_thread() {
         crate::support::sync::model(|| {
-            let baton = Arc::new(Baton::new(2));
-            lock(&baton.state).threads = 2;
-            let holders = Arc::new(AtomicUsize::new(0));
-            let waiting = {
-                let baton = Arc::clone(&baton);
-                thread::spawn(move || baton.take_turn(false).map(Reading::held))
-            };
-            let mut reading = Reading(Arc::clone(&holders));
-            while let Err(back) = baton.put_down(reading) {
-                reading = back;
-                thread::yield_now();
-            }
+            let (baton, holders, waiting) = down_with_a_thread_waiting();
             let checker = {
                 let baton = Arc::clone(&baton);
                 thread::spawn(move || baton.check(Duration::ZERO))
@@ -380,6 +442,30 @@ mod model {
         });
     }
 
+    /// A call waiting on the host takes its reading back to read the
+    /// answer while the stall check (or another call's request) wants it:
+    /// the reading goes to exactly one of them, and once the taker puts it
+    /// down again a want brings it to the waiting thread.
+    #[test]
+    fn taking_the_reading_back_races_a_want_and_loses_nothing() {
+        crate::support::sync::model(|| {
+            let (baton, holders, waiting) = down_with_a_thread_waiting();
+            let wanter = {
+                let baton = Arc::clone(&baton);
+                thread::spawn(move || baton.want())
+            };
+            if let Some(mine) = baton.take_back().map(Reading::held) {
+                // Read its answer; down again, wanted for the wanter's
+                // request, whose want found it held.
+                assert!(baton.put_down(mine.released(), |_| true).is_ok(), "a thread still waits");
+            }
+            wanter.join().unwrap();
+            let theirs = waiting.join().unwrap();
+            assert!(theirs.is_some(), "the waiting thread has the reading in the end");
+            assert_eq!(holders.load(Ordering::SeqCst), 1);
+        });
+    }
+
     /// The session ends while a call runs on the reading thread: the
     /// reading is handed back to the session, and both threads leave.
     #[test]
@@ -391,7 +477,7 @@ mod model {
                 let baton = Arc::clone(&baton);
                 thread::spawn(move || baton.take_turn(false))
             };
-            while baton.put_down(1).is_err() {
+            while baton.put_down(1, |_| false).is_err() {
                 thread::yield_now();
             }
             let session = {

@@ -159,6 +159,23 @@ impl<R: Readable> Input<R> {
     }
 }
 
+impl<R: Readable> Input<R> {
+    /// Whether [`wait_for_bytes`](Self::wait_for_bytes) can keep a deadline.
+    pub(crate) fn keeps_deadlines(&self) -> bool {
+        sys::keeps_deadlines(&self.inner)
+    }
+
+    /// Waits, polling first for the spin when a message is due, until the
+    /// input has bytes (or has ended, or the reading is stopped): `true`;
+    /// `false` once `until` has passed.
+    pub(crate) fn wait_for_bytes(&mut self, until: Instant) -> io::Result<bool> {
+        if self.spin() {
+            return Ok(true);
+        }
+        sys::wait_readable(&self.inner, &self.stop, until)
+    }
+}
+
 impl<R: Readable> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut ready = self.spin();

@@ -16,6 +16,11 @@
 //! the pool's stall time: a handler never holds up the reading of the
 //! host's answers, nor, beyond that time, of its next requests. Calls read
 //! behind one another go to the pool, to run side by side.
+//!
+//! A call run on its reading thread that blocks on a callback takes the
+//! reading back and reads the answer itself ([`lent`]), so nobody is woken
+//! to read it and nobody to wake the call; where the input's wait cannot
+//! keep the callback's deadline (a Windows pipe) it waits as before.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak, mpsc};
@@ -23,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
+use crate::call::lent::{self, Held, Lends};
 use crate::call::outgoing::{Outgoing, Routed};
 use crate::rpc::{self, ErrorCode, Frame as Parsed, Id, Message, Method, RpcError};
 use crate::runtime::batch::Batch;
@@ -76,6 +82,16 @@ pub(crate) struct Reader<R> {
     pub(crate) quick_host: bool,
 }
 
+/// What reading one line came to.
+enum Step {
+    /// A call, for the reading thread to run or to submit to the pool.
+    Call(Box<dyn Job>),
+    /// A line read and routed, or skipped.
+    Read,
+    /// The reading has ended (the session was told, unless it stopped it).
+    End,
+}
+
 /// What a request line made.
 enum Served {
     /// A call, for the reading thread to run or to submit to the pool.
@@ -86,6 +102,12 @@ enum Served {
     Other,
 }
 
+/// How long a call reading for its callback's answer waits for input at a
+/// time before it looks whether the answer came another way: the session
+/// ending fails the callback with no line read (`Outgoing::close`), and
+/// nothing else would wake the wait.
+const LOOK_AGAIN: Duration = Duration::from_millis(20);
+
 /// The most threads that take turns at a session's reading (see [`Baton`]).
 const READING_THREADS: usize = 3;
 
@@ -94,13 +116,20 @@ const READING_THREADS: usize = 3;
 pub(crate) struct Reading<R> {
     baton: Baton<Reader<R>>,
     thread_name: &'static str,
+    /// The input's waits keep deadlines: a call waiting on a callback may
+    /// read its answer (see [`lent`]).
+    lendable: bool,
+    /// Where the requests whose answers it reads are registered.
+    outgoing: Arc<Outgoing>,
 }
 
 impl<R: Readable + 'static> Reading<R> {
     /// Starts reading with `reader` on a thread named `thread_name` (the
     /// others, when needed, are named so too).
-    pub(crate) fn start(reader: Reader<R>, thread_name: &'static str) -> std::io::Result<Arc<Self>> {
-        let reading = Arc::new(Reading { baton: Baton::new(READING_THREADS), thread_name });
+    pub(crate) fn start(mut reader: Reader<R>, thread_name: &'static str) -> std::io::Result<Arc<Self>> {
+        let lendable = reader.lines.source_mut().keeps_deadlines();
+        let outgoing = Arc::clone(&reader.routes.outgoing);
+        let reading = Arc::new(Reading { baton: Baton::new(READING_THREADS), thread_name, lendable, outgoing });
         // The plugin awaits the host's answer: a reading that is down is
         // wanted, whichever thread or task awaits (not only the call that
         // put it down).
@@ -149,24 +178,33 @@ impl<R: Readable + 'static> Reading<R> {
             if self.baton.reserve_thread() {
                 self.start_another();
             }
-            match self.baton.put_down(reader) {
-                Ok(true) => self.watch(pool::STALL),
-                Ok(false) => {}
-                Err(reader) => {
-                    // Nobody would take it (none could start, or it ended).
-                    drop(guest);
-                    reader.routes.dispatcher.pool().submit(job);
-                    held = Some(reader);
-                    continue;
-                }
+            if let Some(reader) = self.put_down(reader) {
+                // Nobody would take it (none could start, or it ended).
+                drop(guest);
+                reader.routes.dispatcher.pool().submit(job);
+                held = Some(reader);
+                continue;
             }
-            writer::as_handler_thread(|| guest.run(job));
+            let lent = self.lendable.then(|| Arc::clone(&self) as Arc<dyn Lends>);
+            lent::lending(lent, || writer::as_handler_thread(|| guest.run(job)));
             let answered = Instant::now();
             held = self.baton.pick_up();
             if let Some(reader) = &mut held {
                 reader.answered = Some(answered);
             }
         }
+    }
+
+    /// Puts the reading down (see [`Baton::put_down`]), wanted at once if
+    /// requests await the host's answer, and watched for the stall time;
+    /// hands it back if it cannot be.
+    fn put_down(self: &Arc<Self>, reader: Reader<R>) -> Option<Reader<R>> {
+        match self.baton.put_down(reader, |reader| reader.routes.outgoing.awaiting()) {
+            Ok(true) => self.watch(pool::STALL),
+            Ok(false) => {}
+            Err(reader) => return Some(reader),
+        }
+        None
     }
 
     /// Checks, after `delay`, whether the reading has been down for the
@@ -196,6 +234,47 @@ impl<R: Readable + 'static> Reading<R> {
     }
 }
 
+impl<R: Readable + 'static> Lends for Reading<R> {
+    fn reads_for(&self, outgoing: &Arc<Outgoing>) -> bool {
+        Arc::ptr_eq(&self.outgoing, outgoing)
+    }
+
+    fn take_back(self: Arc<Self>) -> Option<Box<dyn Held>> {
+        let reader = self.baton.take_back()?;
+        Some(Box::new(HeldReading { reading: self, reader: Some(reader) }))
+    }
+}
+
+/// The reading, taken back by the thread whose call waits on a callback;
+/// put down again when dropped.
+struct HeldReading<R: Readable + 'static> {
+    reading: Arc<Reading<R>>,
+    /// `None` once the reading has ended.
+    reader: Option<Reader<R>>,
+}
+
+impl<R: Readable + 'static> Held for HeldReading<R> {
+    fn read_until(&mut self, answered: &mut dyn FnMut() -> bool, until: Instant) {
+        let Some(reader) = self.reader.as_mut() else { return };
+        // A full pipe must not stop the reading: this thread queues.
+        if !writer::as_reading_thread(|| reader.read_while_waiting(answered, until)) {
+            drop(self.reader.take());
+            self.reading.end();
+        }
+    }
+}
+
+impl<R: Readable + 'static> Drop for HeldReading<R> {
+    fn drop(&mut self) {
+        // A thread waited when it was taken back, and waits still (one
+        // leaves only by taking a reading that is down): down it goes,
+        // unless the reading ended meanwhile (then it is dropped).
+        if let Some(reader) = self.reader.take() {
+            drop(self.reading.put_down(reader));
+        }
+    }
+}
+
 impl<R: Readable> Reader<R> {
     /// Reads and routes lines until a call is read with nothing behind it
     /// in the buffer (returned: the caller runs it or submits it), or the
@@ -203,82 +282,138 @@ impl<R: Readable> Reader<R> {
     fn read(&mut self) -> Option<Box<dyn Job>> {
         let routes = Arc::clone(&self.routes);
         loop {
-            // A host that reads our answers slowly gets its requests read
-            // slowly; the time held back does not count against its line.
-            let room =
-                routes.writer.wait_for_room(|| routes.stop.is_stopped(), || routes.outgoing.awaiting(), self.patience);
-            match room {
-                Ok(held) if held.is_zero() => {}
-                Ok(held) => self.lines.source_mut().hold_line_clock(held),
-                Err(NoProgress) => {
-                    let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
-                    routes
-                        .note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
-                    break;
+            match self.step(&routes) {
+                Step::Call(job) if !self.lines.has_line_buffered() => return Some(job),
+                Step::Call(job) => {
+                    routes.dispatcher.pool().submit(job);
+                    self.lines.source_mut().expect_soon(routes.outgoing.awaiting());
                 }
-            }
-            match self.lines.next(&mut self.buf) {
-                Ok(Line::Frame) => {
-                    // A host that sends its next request within the spin of
-                    // our answer gets the input polled after the next one:
-                    // it saves that host a thread wake-up a call, and costs
-                    // a host that takes longer (a script between calls)
-                    // nothing.
-                    if let Some(answered) = self.answered.take() {
-                        self.quick_host = answered.elapsed() < self.lines.source_mut().spin_time();
-                    }
-                    let served = self.serve_line();
-                    // Only a hello sets it, and a hello is never a call.
-                    if routes.wrong_token.load(Ordering::Relaxed) {
-                        routes.note("closing: hello presented a wrong token");
-                        break;
-                    }
-                    let answer = match served {
-                        Served::Call(job) if !self.lines.has_line_buffered() => return Some(job),
-                        Served::Call(job) => {
-                            routes.dispatcher.pool().submit(job);
-                            false
-                        }
-                        Served::Answer => true,
-                        Served::Other => false,
-                    };
-                    let due = answer || routes.outgoing.awaiting();
-                    self.lines.source_mut().expect_soon(due);
-                }
-                Ok(Line::TooLong(len)) => {
-                    // What the skipped line grew the buffer to is not kept.
-                    self.buf = Vec::new();
-                    let max = self.lines.max();
-                    let message =
-                        format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
-                    routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
-                    // Over a network the stream after it cannot be
-                    // trusted to be in step: the session ends there.
-                    if self.lines.stops_at_long_lines() {
-                        routes.note(&format!("closing: a line exceeded the limit of {max} bytes"));
-                        break;
-                    }
-                }
-                Ok(Line::Eof) => break,
-                Err(_) if routes.stop.is_stopped() => return None,
-                Err(e) if e.get_ref().is_some_and(|e| e.is::<LineUnfinished>()) => {
-                    let message = format!("invalid request: {e} (SCRIPTLING_PLUGIN_LINE_TIMEOUT)");
-                    routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
-                    routes.note(&format!("closing: {e}"));
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    routes.note(&format!("closing: {e}"));
-                    break;
-                }
-                Err(e) => {
-                    routes.note(&format!("reading from the host failed: {e}"));
-                    break;
-                }
+                Step::Read => {}
+                Step::End => return None,
             }
         }
-        let _ = routes.control.send(Control::Eof);
-        None
+    }
+
+    /// Reads and routes lines, every call to the pool (this thread runs
+    /// one already, which waits on the host), until `answered()` or
+    /// `until`, never blocking past either: it reads the source only when
+    /// the buffer is empty and the source has bytes, and routes only whole
+    /// lines buffered. It leaves the rest to the reading threads, with
+    /// their waits, and returns, when a line is begun but not whole, or
+    /// when answers wait unwritten past the high-water mark (the host reads
+    /// slowly). `false` if the reading ended.
+    fn read_while_waiting(&mut self, answered: &mut dyn FnMut() -> bool, until: Instant) -> bool {
+        let routes = Arc::clone(&self.routes);
+        self.lines.source_mut().expect_soon(true);
+        loop {
+            if answered() || Instant::now() >= until {
+                return true;
+            }
+            if self.lines.has_line_buffered() {
+                let Some(read) = self.lines.next_buffered(&mut self.buf).transpose() else { continue };
+                match self.serve_read(&routes, read) {
+                    Step::Call(job) => routes.dispatcher.pool().submit(job),
+                    Step::Read => {}
+                    Step::End => return false,
+                }
+                self.lines.source_mut().expect_soon(true);
+                continue;
+            }
+            if self.lines.has_bytes_buffered() || routes.writer.over_high_water() {
+                return true;
+            }
+            let slice = Instant::now().checked_add(LOOK_AGAIN).map_or(until, |end| end.min(until));
+            if let Ok(false) = self.lines.source_mut().wait_for_bytes(slice) {
+                continue;
+            }
+            // One read, of bytes that are there; the end, or a failure (the
+            // wait's too), is routed as any read's, and ends the reading.
+            match self.lines.fill() {
+                Ok(true) => {}
+                Ok(false) => return !matches!(self.serve_read(&routes, Ok(Line::Eof)), Step::End),
+                Err(e) => return !matches!(self.serve_read(&routes, Err(e)), Step::End),
+            }
+        }
+    }
+
+    /// Reads and routes one line: a call is returned, not run.
+    fn step(&mut self, routes: &Routes) -> Step {
+        // A host that reads our answers slowly gets its requests read
+        // slowly; the time held back does not count against its line.
+        let room =
+            routes.writer.wait_for_room(|| routes.stop.is_stopped(), || routes.outgoing.awaiting(), self.patience);
+        match room {
+            Ok(held) if held.is_zero() => {}
+            Ok(held) => self.lines.source_mut().hold_line_clock(held),
+            Err(NoProgress) => {
+                let (patience, unread) = (self.patience.unwrap_or_default(), routes.writer.unwritten());
+                routes.note(&format!("closing: it read none of its answers for {patience:?} ({unread} bytes wait)"));
+                return routes.end_reading();
+            }
+        }
+        let read = self.lines.next(&mut self.buf);
+        self.serve_read(routes, read)
+    }
+
+    /// Routes what a read of a line gave: a call is returned, not run.
+    fn serve_read(&mut self, routes: &Routes, read: std::io::Result<Line>) -> Step {
+        match read {
+            Ok(Line::Frame) => {
+                // A host that sends its next request within the spin of
+                // our answer gets the input polled after the next one:
+                // it saves that host a thread wake-up a call, and costs
+                // a host that takes longer (a script between calls)
+                // nothing.
+                if let Some(answered) = self.answered.take() {
+                    self.quick_host = answered.elapsed() < self.lines.source_mut().spin_time();
+                }
+                let served = self.serve_line();
+                // Only a hello sets it, and a hello is never a call.
+                if routes.wrong_token.load(Ordering::Relaxed) {
+                    routes.note("closing: hello presented a wrong token");
+                    return routes.end_reading();
+                }
+                let answer = match served {
+                    Served::Call(job) => return Step::Call(job),
+                    Served::Answer => true,
+                    Served::Other => false,
+                };
+                let due = answer || routes.outgoing.awaiting();
+                self.lines.source_mut().expect_soon(due);
+                Step::Read
+            }
+            Ok(Line::TooLong(len)) => {
+                // What the skipped line grew the buffer to is not kept.
+                self.buf = Vec::new();
+                let max = self.lines.max();
+                let message =
+                    format!("invalid request: the line of at least {len} bytes exceeds the limit of {max} bytes");
+                routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+                // Over a network the stream after it cannot be
+                // trusted to be in step: the session ends there.
+                if self.lines.stops_at_long_lines() {
+                    routes.note(&format!("closing: a line exceeded the limit of {max} bytes"));
+                    return routes.end_reading();
+                }
+                Step::Read
+            }
+            Ok(Line::Eof) => routes.end_reading(),
+            Err(_) if routes.stop.is_stopped() => Step::End,
+            Err(e) if e.get_ref().is_some_and(|e| e.is::<LineUnfinished>()) => {
+                let message = format!("invalid request: {e} (SCRIPTLING_PLUGIN_LINE_TIMEOUT)");
+                routes.error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+                routes.note(&format!("closing: {e}"));
+                routes.end_reading()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                routes.note(&format!("closing: {e}"));
+                routes.end_reading()
+            }
+            Err(e) => {
+                routes.note(&format!("reading from the host failed: {e}"));
+                routes.end_reading()
+            }
+        }
     }
 
     /// Serves the line read.
@@ -373,6 +508,12 @@ impl Routes {
             Some(peer) => eprintln!("scriptling-plugin: {peer}: {message}"),
             None => eprintln!("scriptling-plugin: {message}"),
         }
+    }
+
+    /// The reading ends here: the session is told, as at the input's end.
+    fn end_reading(&self) -> Step {
+        let _ = self.control.send(Control::Eof);
+        Step::End
     }
 
     /// Runs a batch's requests concurrently; one array answers them all.

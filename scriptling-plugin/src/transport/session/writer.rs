@@ -69,9 +69,21 @@ pub(crate) fn queue_only_on_this_thread() {
 /// thread's are: it runs a call, its reading put down (a write that blocks
 /// holds up the call alone; the reading is taken over after the stall time).
 pub(crate) fn as_handler_thread<T>(f: impl FnOnce() -> T) -> T {
-    let queued_only = QUEUES_ONLY.with(|flag| flag.replace(false));
+    with_queues_only(false, f)
+}
+
+/// Runs `f` with this thread's frames queued, as a reading thread's are:
+/// it reads, for a call of its own that waits on the host (a full pipe
+/// must not stop the reading).
+pub(crate) fn as_reading_thread<T>(f: impl FnOnce() -> T) -> T {
+    with_queues_only(true, f)
+}
+
+/// Runs `f` with this thread's frames queued or not, as said.
+fn with_queues_only<T>(queues_only: bool, f: impl FnOnce() -> T) -> T {
+    let outer = QUEUES_ONLY.with(|flag| flag.replace(queues_only));
     let result = f();
-    QUEUES_ONLY.with(|flag| flag.set(queued_only));
+    QUEUES_ONLY.with(|flag| flag.set(outer));
     result
 }
 
@@ -498,6 +510,13 @@ impl FrameWriter {
             state = self.wait_progress(state, limit);
         }
         Ok(started.elapsed())
+    }
+
+    /// Whether more than the high-water mark is unwritten (what
+    /// [`wait_for_room`](Self::wait_for_room) waits out while a call awaits
+    /// the host's answer).
+    pub(crate) fn over_high_water(&self) -> bool {
+        lock(&self.state).pending > self.high_water
     }
 
     /// Bytes sent and not yet written.
