@@ -25,8 +25,10 @@
 //!   host", and log records go to stderr.
 //! - Slow or hostile clients cannot hold the server down: header, body and
 //!   idle timeouts close what dawdles, the number of connections is
-//!   bounded, and running out of file handles backs off (reported at most
-//!   about once a second) and recovers when handles free up.
+//!   bounded (one over the limit is answered `503` and closed gracefully,
+//!   so the client reads that answer, not a reset), and running out of
+//!   file handles backs off (reported at most about once a second) and
+//!   recovers when handles free up.
 //! - SIGINT or SIGTERM stops the server gracefully: no new requests,
 //!   in-flight ones finish (up to the shutdown grace), every object is
 //!   destroyed, and `serve_http` returns `Ok(())`. A second signal exits at
@@ -53,7 +55,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Handle;
 
@@ -71,6 +73,7 @@ use crate::runtime::teardown;
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
 use crate::transport::refusals::Refusals;
+use crate::transport::tcp::{LINGER, LINGER_BYTES};
 
 /// Serves with a runtime of its own until SIGINT or SIGTERM.
 pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
@@ -223,11 +226,29 @@ fn serve_connection(
     });
 }
 
-/// Answers a connection over the limit with `503` and closes it.
+/// Answers a connection over the limit with `503` and closes it
+/// gracefully: the refusal and the end are sent, then what the client
+/// still sends (its request) is read and dropped, as the TCP transport's
+/// lingering close does, all within [`LINGER`]. Closed with its request
+/// unread, the connection would be reset, and Windows clients then lose
+/// the refusal they have not read yet.
 async fn refuse_busy(mut stream: TcpStream) {
     let response = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n\
 Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again shortly";
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response)).await;
+    let refuse = async {
+        stream.write_all(response).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut dropped = 0;
+        while dropped < LINGER_BYTES {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => dropped += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(LINGER, refuse).await;
 }
 
 /// Counts an open connection until dropped.

@@ -266,9 +266,10 @@ impl Server {
 }
 
 /// How long, and how much, a connection the server ends may go on sending
-/// before it is closed regardless (see the module docs).
-const LINGER: Duration = Duration::from_secs(1);
-const LINGER_BYTES: usize = 1 << 20;
+/// before it is closed regardless (see the module docs; HTTP's refusals
+/// linger as long).
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
+pub(crate) const LINGER_BYTES: usize = 1 << 20;
 
 /// Closes a connection whose session has ended: sends the end, then reads
 /// and drops what the client still sends, until it closes too or for
