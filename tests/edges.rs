@@ -632,6 +632,31 @@ fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // reads peak resident memory from /proc
+fn what_smaller_payloads_left_free_does_not_stack_under_a_large_ones_peak() {
+    let host = Host::spawn_example("hello").unwrap();
+    host.handshake().unwrap();
+    let pid = host.pid().unwrap();
+    let start = peak_rss_kib(pid);
+    let greet = |len: usize| {
+        let result = host.call("greet", [Value::from("x".repeat(len))]).unwrap();
+        assert_eq!(result.as_str().map(str::len), Some(len + 7));
+    };
+    // 1 MiB payloads leave a few MiB free in the allocator's heaps (kept
+    // there for the next such call: glibc keeps up to 4 MiB at a heap's top).
+    for _ in 0..10 {
+        greet(1 << 20);
+    }
+    // A 16 MiB payload's line, then its argument and its result, two at a
+    // time: 32 MiB over the plugin's start, and a little for the rest:
+    // 34.2 MiB (hello, debug build, 2026-11-26); 38.0-38.3 MiB with the
+    // 1 MiB payloads' leftovers under it.
+    greet(16 << 20);
+    let grown = peak_rss_kib(pid).saturating_sub(start);
+    assert!(grown < (36 << 10) + 512, "a 16 MiB payload after 1 MiB ones grew the peak by {grown} KiB");
+}
+
+#[test]
 #[cfg(target_os = "linux")] // reads resident memory from /proc
 fn a_large_payload_is_not_kept_while_its_call_runs() {
     let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();

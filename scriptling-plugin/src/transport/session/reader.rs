@@ -36,7 +36,7 @@ use crate::runtime::dispatch::{Bytes, Dispatcher, Incoming};
 use crate::runtime::done::{Done, Outcome};
 use crate::runtime::pool::{self, Job};
 use crate::support::timer;
-use crate::sys::{Readable, Stop};
+use crate::sys::{self, Readable, Stop};
 use crate::transport::session::baton::{Baton, Check};
 use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
@@ -47,6 +47,11 @@ use crate::transport::session::{Control, Gate};
 /// the buffer that held one is not kept); results at least this long are
 /// written from where they were serialised.
 const MOVE_LINES_FROM: usize = 64 * 1024;
+/// Before a line at least this long is served, freed memory is handed back
+/// to the system: glibc's heaps keep up to this much free at their tops
+/// (`sys::tune_allocator`), and a payload this long gets mapped buffers of
+/// its own on top of that.
+const RETURN_FREED_BEFORE: usize = 4 << 20;
 
 /// What the reader routes lines to.
 pub(crate) struct Routes {
@@ -420,6 +425,13 @@ impl<R: Readable> Reader<R> {
     fn serve_line(&mut self) -> Served {
         let routes = &*self.routes;
         let max_batch = routes.dispatcher.core().options.max_batch_len;
+        // A line this long will be decoded into buffers as long (the
+        // allocator maps those afresh): what smaller payloads' buffers left
+        // free in the allocator's heaps is handed back first, so they do
+        // not stack under the peak.
+        if self.buf.len() >= RETURN_FREED_BEFORE {
+            sys::return_freed_memory();
+        }
         // Checked as UTF-8 once, here: nothing parsed from the line checks again.
         if self.buf.len() >= MOVE_LINES_FROM {
             match String::from_utf8(std::mem::take(&mut self.buf)) {
