@@ -486,6 +486,41 @@ fn connections_over_the_limit_get_503_at_once() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // counts the plugin's descriptors in /proc
+fn a_flood_of_refused_connections_lingers_a_bounded_number_at_once() {
+    let served = Served::fixture(&[("SCRIPTLING_PLUGIN_MAX_CONNECTIONS", "5")]);
+    let descriptors = || std::fs::read_dir(format!("/proc/{}/fd", served.child.id())).unwrap().count();
+    let alone = descriptors();
+    let idle: Vec<TcpStream> = (0..5).map(|_| raw(served.addr)).collect();
+    // The five are accepted (each holds a descriptor) before counting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut before = descriptors();
+    while before < alone + 5 {
+        assert!(Instant::now() < deadline, "the five were not accepted");
+        std::thread::sleep(Duration::from_millis(10));
+        before = descriptors();
+    }
+    // A hundred clients that send a request, read the refusal and keep
+    // their end open: each refusal lingers (holding a descriptor) until
+    // its client closes or for a second, but at most 64 at once.
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let head = format!("POST /json-rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", ping.len());
+    let refused: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = raw(served.addr);
+            s.write_all(&[head.as_bytes(), ping].concat()).unwrap();
+            let mut answer = [0u8; 12];
+            s.read_exact(&mut answer).unwrap();
+            assert_eq!(&answer, b"HTTP/1.1 503");
+            s
+        })
+        .collect();
+    let lingering = descriptors().saturating_sub(before);
+    assert!(lingering <= 64 + 4, "{lingering} descriptors held for 100 refusals");
+    drop((idle, refused));
+}
+
+#[test]
 fn a_well_behaved_client_is_answered_promptly_beside_500_slow_ones() {
     let served = Served::fixture(&[]);
     let mut slowest = Duration::ZERO;

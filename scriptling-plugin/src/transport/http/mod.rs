@@ -131,6 +131,7 @@ pub(crate) async fn serve(
     let service = Arc::new(Service { dispatcher: Arc::clone(&dispatcher), config });
     let connections = GracefulShutdown::new();
     let open = Arc::new(AtomicUsize::new(0));
+    let lingering = Arc::new(AtomicUsize::new(0));
     let mut refusals = Refusals::default();
     tokio::pin!(stop);
     loop {
@@ -139,7 +140,7 @@ pub(crate) async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     refusals.recovered();
-                    serve_connection(stream, &service, &connections, &open);
+                    serve_connection(stream, &service, &connections, &open, &lingering);
                 }
                 Err(e) => tokio::time::sleep(refusals.failed(&e)).await,
             }
@@ -193,11 +194,12 @@ fn serve_connection(
     service: &Arc<Service>,
     connections: &GracefulShutdown,
     open: &Arc<AtomicUsize>,
+    lingering: &Arc<AtomicUsize>,
 ) {
     let config = &service.config;
     if open.fetch_add(1, Ordering::AcqRel) >= config.max_connections {
         open.fetch_sub(1, Ordering::AcqRel);
-        tokio::spawn(refuse_busy(stream));
+        tokio::spawn(refuse_busy(stream, Arc::clone(lingering)));
         return;
     }
     let slot = OpenSlot(Arc::clone(open));
@@ -226,17 +228,28 @@ fn serve_connection(
     });
 }
 
+/// How many refused connections may linger at once (each holds a file
+/// handle for up to [`LINGER`]; the process has room for 256 beyond the
+/// connection limit): past it a refusal is closed as soon as it is sent.
+const MAX_LINGERING: usize = 64;
+
 /// Answers a connection over the limit with `503` and closes it
 /// gracefully: the refusal and the end are sent, then what the client
 /// still sends (its request) is read and dropped, as the TCP transport's
-/// lingering close does, all within [`LINGER`]. Closed with its request
-/// unread, the connection would be reset, and Windows clients then lose
-/// the refusal they have not read yet.
-async fn refuse_busy(mut stream: TcpStream) {
+/// lingering close does, up to [`LINGER_BYTES`] and all within [`LINGER`].
+/// Closed with its request unread, the connection would be reset, and
+/// Windows clients then lose the refusal they have not read yet. A flood
+/// of refusals lingers [`MAX_LINGERING`] at a time.
+async fn refuse_busy(mut stream: TcpStream, lingering: Arc<AtomicUsize>) {
     let response = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n\
 Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again shortly";
+    let linger = lingering.fetch_add(1, Ordering::AcqRel) < MAX_LINGERING;
+    let _counted = OpenSlot(lingering);
     let refuse = async {
         stream.write_all(response).await?;
+        if !linger {
+            return Ok(());
+        }
         stream.shutdown().await?;
         let mut sink = [0u8; 4096];
         let mut dropped = 0;
@@ -251,7 +264,7 @@ Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again s
     let _ = tokio::time::timeout(LINGER, refuse).await;
 }
 
-/// Counts an open connection until dropped.
+/// Counts one (an open connection, a lingering refusal) until dropped.
 struct OpenSlot(Arc<AtomicUsize>);
 
 impl Drop for OpenSlot {

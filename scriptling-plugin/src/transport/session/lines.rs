@@ -17,8 +17,8 @@ pub(crate) enum Line {
 pub(crate) struct LineReader<R> {
     inner: Growing<R>,
     max: usize,
-    /// The length of the last line that outgrew the read buffer (0: none
-    /// yet): room reserved at once for the next such line.
+    /// The length of the last whole line longer than the largest read
+    /// buffer (0: none yet): room reserved at once for the next such line.
     long: usize,
     /// A line over the limit is skipped as it streams past (`false`: it
     /// is reported as soon as it crosses the limit, and reading stops
@@ -129,15 +129,16 @@ impl<R: Read> LineReader<R> {
 
     /// Appends to `buf` up to and including the next newline, at most
     /// `limit` bytes; returns how many. `BufRead::read_until`, except that
-    /// a line that outgrows the read buffer gets room at once for the last
-    /// such line and an eighth more (a host sends payloads of a size again),
-    /// where `Vec` would grow in steps up to it: each step copies the line
-    /// so far into memory the allocator may have to fault in afresh (the
-    /// reader moves long lines out, so every one starts from nothing). A
-    /// 1 MiB payload: 238 page faults a call before, 8 after.
+    /// a line longer than the largest read buffer gets room at once for
+    /// the last such line and an eighth more (a host sends payloads of a
+    /// size again), within `limit`, where `Vec` would grow in steps up to
+    /// it: each step copies the line so far into memory the allocator may
+    /// have to fault in afresh, and every such line starts from nothing
+    /// (the reader moves lines this long out whole). Figures:
+    /// ARCHITECTURE.md, "A long line gets room for the last long line".
     fn read_until_newline(&mut self, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
-        let mut read = 0;
-        while read < limit {
+        let (mut read, mut ended) = (0, false);
+        while read < limit && !ended {
             let available = match self.inner.fill_buf() {
                 Ok(available) => available,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -147,24 +148,24 @@ impl<R: Read> LineReader<R> {
             if chunk.is_empty() {
                 break;
             }
-            let (used, ended) = match memchr::memchr(b'\n', chunk) {
-                Some(end) => (end + 1, true),
-                None => (chunk.len(), false),
+            let used = match memchr::memchr(b'\n', chunk) {
+                Some(end) => {
+                    ended = true;
+                    end + 1
+                }
+                None => chunk.len(),
             };
             if !ended && buf.capacity() - buf.len() < used {
-                // A line already past the first read buffer's size is
-                // taken for a payload like the last long one.
-                let expected = if read + used >= FIRST_READ { self.long + self.long / 8 } else { 0 };
+                let expected = if read + used > MOST_READ { (self.long + self.long / 8).min(limit) } else { 0 };
                 buf.reserve(used.max(expected.saturating_sub(buf.len())));
             }
             buf.extend_from_slice(&chunk[..used]);
             self.inner.consume(used);
             read += used;
-            if ended {
-                break;
-            }
         }
-        if read > MOST_READ {
+        // A line cut off at the limit is refused: it says nothing of the
+        // next one's size.
+        if ended && read > MOST_READ {
             self.long = read;
         }
         Ok(read)
@@ -304,38 +305,52 @@ mod tests {
         assert!(asked.iter().all(|&n| n <= MOST_READ));
     }
 
+    /// A source that hands out at most 4 KiB a read, as a pipe may: every
+    /// line longer than that arrives in several reads.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = out.len().min(4096);
+            self.0.read(&mut out[..n])
+        }
+    }
+
     #[test]
     fn a_long_line_gets_room_for_the_last_long_one_at_once() {
-        // Three 1 MiB payloads, then a longer one, each read into a fresh
-        // buffer as the reader moves long lines out.
-        let line = |len: usize, fill: u8| [vec![fill; len], vec![b'\n']].concat();
+        let line = |len: usize| [vec![b'x'; len], vec![b'\n']].concat();
         let mib = 1 << 20;
-        let input =
-            [line(mib, b'a'), line(mib + 10, b'b'), line(100, b'c'), line(mib, b'd'), line(3 * mib, b'e')].concat();
-        let mut reader = LineReader::new(&input[..], 16 << 20);
-        let mut read = |len: usize| {
+        let input = [line(mib), line(mib + 10), line(100), line(20 << 10), line(3 * mib), line(mib)].concat();
+        // At most 2 MiB a line; each is read into a fresh buffer, as the
+        // reader moves long lines out.
+        let mut reader = LineReader::new(Trickle(&input), 2 * mib);
+        let mut read = || {
             let mut buf = Vec::new();
-            assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
-            assert_eq!(buf.len(), len);
-            buf.capacity()
+            let line = reader.next(&mut buf).unwrap();
+            (line, buf.len(), buf.capacity())
         };
+        let room = |after: usize| after + after / 8;
         // The first grows as a Vec does, in steps that each copy what it
         // has, past what it needs (here to 1.9 MiB).
-        let first = read(mib);
-        assert!(first > (mib + 1) + (mib + 1) / 8, "{first}");
-        // Later ones: the last long line's length and an eighth more, in
-        // one allocation (growing as the first, a 1 MiB payload cost 238
-        // page faults a call); short lines between them reserve nothing.
-        for (len, after) in [(mib + 10, mib + 1), (100, mib + 11), (mib, mib + 11)] {
-            let capacity = read(len);
-            if len < FIRST_READ {
-                assert!(capacity < FIRST_READ, "{capacity} bytes for a short line");
-            } else {
-                assert!(capacity <= after + after / 8, "{capacity} bytes for {len} after {after}");
-            }
-        }
-        // A line longer than that grows from there.
-        assert!(read(3 * mib) >= 3 * mib);
+        let (_, len, first) = read();
+        assert_eq!(len, mib);
+        assert!(first > room(mib + 1), "{first}");
+        // The next gets the last one's length and an eighth more at once.
+        let (_, len, second) = read();
+        assert_eq!(len, mib + 10);
+        assert!(second <= room(mib + 1), "{second} bytes for {len} after {}", mib + 1);
+        // Lines no longer than the largest read buffer (the reader keeps
+        // their buffer) reserve nothing, even when they come in many reads.
+        let (_, len, short) = read();
+        assert_eq!((len, short < 4096), (100, true), "{short} bytes for {len}");
+        let (_, len, medium) = read();
+        assert_eq!((len, medium < MOST_READ), (20 << 10, true), "{medium} bytes for {len}");
+        // A line over the limit is refused, and says nothing of the next
+        // one's size: that gets room for the last whole long line.
+        assert!(matches!(read().0, Line::TooLong(seen) if seen > 2 * mib));
+        let (_, len, last) = read();
+        assert_eq!(len, mib);
+        assert!(last <= room(mib + 11), "{last} bytes for {len} after {}", mib + 11);
     }
 
     /// A source that hands out its data in scripted pieces, an error
