@@ -202,7 +202,7 @@ fn serve_connection(
         tokio::spawn(refuse_busy(stream, Arc::clone(lingering)));
         return;
     }
-    let slot = OpenSlot(Arc::clone(open));
+    let slot = Counted(Arc::clone(open));
     let _ = stream.set_nodelay(true);
     let activity = Activity::new();
     let io = TokioIo::new(Watched { inner: stream, activity: Arc::clone(&activity) });
@@ -244,7 +244,7 @@ async fn refuse_busy(mut stream: TcpStream, lingering: Arc<AtomicUsize>) {
     let response = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n\
 Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again shortly";
     let linger = lingering.fetch_add(1, Ordering::AcqRel) < MAX_LINGERING;
-    let _counted = OpenSlot(lingering);
+    let _counted = Counted(lingering);
     let refuse = async {
         stream.write_all(response).await?;
         if !linger {
@@ -265,9 +265,9 @@ Connection: close\r\nContent-Length: 39\r\n\r\ntoo many connections; try again s
 }
 
 /// Counts one (an open connection, a lingering refusal) until dropped.
-struct OpenSlot(Arc<AtomicUsize>);
+struct Counted(Arc<AtomicUsize>);
 
-impl Drop for OpenSlot {
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }

@@ -305,25 +305,16 @@ mod tests {
         assert!(asked.iter().all(|&n| n <= MOST_READ));
     }
 
-    /// A source that hands out at most 4 KiB a read, as a pipe may: every
-    /// line longer than that arrives in several reads.
-    struct Trickle<'a>(&'a [u8]);
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-            let n = out.len().min(4096);
-            self.0.read(&mut out[..n])
-        }
-    }
-
     #[test]
     fn a_long_line_gets_room_for_the_last_long_one_at_once() {
         let line = |len: usize| [vec![b'x'; len], vec![b'\n']].concat();
         let mib = 1 << 20;
         let input = [line(mib), line(mib + 10), line(100), line(20 << 10), line(3 * mib), line(mib)].concat();
-        // At most 2 MiB a line; each is read into a fresh buffer, as the
-        // reader moves long lines out.
-        let mut reader = LineReader::new(Trickle(&input), 2 * mib);
+        // At most 2 MiB a line, handed out 4 KiB a read (as a pipe may:
+        // every longer line arrives in several reads); each is read into a
+        // fresh buffer, as the reader moves long lines out.
+        let pieces = input.chunks(4096).map(|piece| Some(piece.to_vec())).collect();
+        let mut reader = LineReader::new(Pieces(pieces), 2 * mib);
         let mut read = || {
             let mut buf = Vec::new();
             let line = reader.next(&mut buf).unwrap();
