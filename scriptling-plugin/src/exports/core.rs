@@ -19,6 +19,7 @@ pub(crate) struct Options {
     pub(crate) waits: Waits,
     pub(crate) max_sync_threads: usize,
     pub(crate) input_spin: Duration,
+    pub(crate) quick_calls: Duration,
     pub(crate) panic_backtraces: bool,
     /// `run` leaves unknown arguments to the plugin.
     pub(crate) own_args: bool,
@@ -33,6 +34,7 @@ impl Default for Options {
             waits: Waits::default(),
             max_sync_threads: 512,
             input_spin: Duration::from_micros(50),
+            quick_calls: Duration::from_micros(50),
             panic_backtraces: false,
             own_args: false,
         }

@@ -65,9 +65,17 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Whether a whole line waits in the buffer (read, not yet returned).
+    /// Whether a whole non-blank line waits in the buffer (read, not yet
+    /// returned): blank lines are skipped, so one alone says nothing comes.
     pub(crate) fn has_line_buffered(&self) -> bool {
-        self.inner.buffer().contains(&b'\n')
+        let mut rest = self.inner.buffer();
+        while let Some(end) = memchr::memchr(b'\n', rest) {
+            if !rest[..end].iter().all(u8::is_ascii_whitespace) {
+                return true;
+            }
+            rest = &rest[end + 1..];
+        }
+        false
     }
 
     /// Whether any bytes wait in the buffer (a line begun, perhaps).
@@ -273,6 +281,17 @@ mod tests {
     #[test]
     fn splits_skips_blanks_and_strips_cr() {
         assert_eq!(lines(b"a\r\n\n  \r\nb\nlast", 100), vec![Ok("a".into()), Ok("b".into()), Ok("last".into())]);
+    }
+
+    #[test]
+    fn blank_lines_alone_are_not_a_line_buffered() {
+        let mut reader = LineReader::new(&b"a\n \r\n\nb\n\n"[..], 100);
+        let mut buf = Vec::new();
+        assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
+        assert!(reader.has_line_buffered(), "b is behind the blank lines");
+        assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
+        assert_eq!(buf, b"b");
+        assert!(!reader.has_line_buffered(), "only a blank line is left");
     }
 
     #[test]

@@ -130,6 +130,7 @@ impl Session {
         if parallelism() > 1 {
             lines.source_mut().set_spin(core.options.input_spin);
         }
+        let quick_calls = core.options.quick_calls;
         let host = HostChannel { outgoing: Arc::clone(&outgoing), sink: Arc::new(Arc::clone(&writer)) };
         let classes = core.class_order.iter().map(|c| Arc::clone(&c.info));
         let waits = core.options.waits;
@@ -155,6 +156,8 @@ impl Session {
             _ended,
             answered: None,
             quick_host: false,
+            quick_calls: false,
+            quick_limit: quick_calls,
         };
         let reading = Reading::start(reader, threads.reader)?;
         let end_reading = Box::new(move || reading.end());

@@ -15,7 +15,10 @@
 //! reading thread takes it when the call waits on the host or has run for
 //! the pool's stall time: a handler never holds up the reading of the
 //! host's answers, nor, beyond that time, of its next requests. Calls read
-//! behind one another go to the pool, to run side by side.
+//! behind one another run there too, in turn, while the last call run
+//! there was quick (`Plugin::quick_calls`), their answers held back to go
+//! out together ([`Sends::Held`]); after a longer call they go to the
+//! pool, to run side by side.
 //!
 //! A call run on its reading thread that blocks on a callback takes the
 //! reading back and reads the answer itself ([`lent`]), so nobody is woken
@@ -40,7 +43,7 @@ use crate::sys::{self, Readable, Stop};
 use crate::transport::session::baton::{Baton, Check};
 use crate::transport::session::input::{Input, LineUnfinished};
 use crate::transport::session::lines::{Line, LineReader};
-use crate::transport::session::writer::{self, Frame, FrameWriter, Kind, NoProgress};
+use crate::transport::session::writer::{self, Frame, FrameWriter, Kind, NoProgress, Sends};
 use crate::transport::session::{Control, Gate};
 
 /// Lines at least this long are moved out of the reader whole (no copy, and
@@ -85,6 +88,11 @@ pub(crate) struct Reader<R> {
     /// The host sent its last request within the input's spin of the
     /// answer before it: after an answer, the input is polled for the next.
     pub(crate) quick_host: bool,
+    /// The last call run on a reading thread ended within `quick_limit`:
+    /// calls read behind others run on the reading thread too.
+    pub(crate) quick_calls: bool,
+    /// `Plugin::quick_calls`.
+    pub(crate) quick_limit: Duration,
 }
 
 /// What reading one line came to.
@@ -126,6 +134,8 @@ pub(crate) struct Reading<R> {
     lendable: bool,
     /// Where the requests whose answers it reads are registered.
     outgoing: Arc<Outgoing>,
+    /// Where its calls' answers go.
+    writer: Arc<FrameWriter>,
 }
 
 impl<R: Readable + 'static> Reading<R> {
@@ -134,7 +144,8 @@ impl<R: Readable + 'static> Reading<R> {
     pub(crate) fn start(mut reader: Reader<R>, thread_name: &'static str) -> std::io::Result<Arc<Self>> {
         let lendable = reader.lines.source_mut().keeps_deadlines();
         let outgoing = Arc::clone(&reader.routes.outgoing);
-        let reading = Arc::new(Reading { baton: Baton::new(READING_THREADS), thread_name, lendable, outgoing });
+        let writer = Arc::clone(&reader.routes.writer);
+        let reading = Arc::new(Reading { baton: Baton::new(READING_THREADS), thread_name, lendable, outgoing, writer });
         // The plugin awaits the host's answer: a reading that is down is
         // wanted, whichever thread or task awaits (not only the call that
         // put it down).
@@ -155,16 +166,25 @@ impl<R: Readable + 'static> Reading<R> {
         drop(self.baton.end());
     }
 
-    /// The body of every reading thread: read, and run the calls read
-    /// with nothing behind them here, for as long as this thread holds the
-    /// reading; then wait for a turn.
+    /// The body of every reading thread: read, and run here the calls read
+    /// with nothing behind them, and those read behind others while calls
+    /// are quick, for as long as this thread holds the reading; then wait
+    /// for a turn. A thread taking a turn takes over from a call that
+    /// waits or runs long: the calls read behind others go to the pool
+    /// until one run here is quick again.
     /// A `fresh` thread was counted as waiting when it was reserved.
     fn serve(self: Arc<Self>, mut held: Option<Reader<R>>, mut fresh: bool) {
         writer::queue_only_on_this_thread();
         loop {
-            let mut reader = match held.take().or_else(|| self.baton.take_turn(std::mem::take(&mut fresh))) {
+            let mut reader = match held.take() {
                 Some(reader) => reader,
-                None => return,
+                None => match self.baton.take_turn(std::mem::take(&mut fresh)) {
+                    Some(mut reader) => {
+                        reader.quick_calls = false;
+                        reader
+                    }
+                    None => return,
+                },
             };
             // A thread taking over may be there for the host's answer; one
             // that has just answered may expect a quick host's next request.
@@ -174,6 +194,7 @@ impl<R: Readable + 'static> Reading<R> {
                 drop(reader);
                 return self.end();
             };
+            let behind = reader.lines.has_line_buffered();
             let Some(guest) = reader.routes.dispatcher.pool().guest() else {
                 reader.routes.dispatcher.pool().submit(job);
                 held = Some(reader);
@@ -191,11 +212,22 @@ impl<R: Readable + 'static> Reading<R> {
                 continue;
             }
             let lent = self.lendable.then(|| Arc::clone(&self) as Arc<dyn Lends>);
-            lent::lending(lent, || writer::as_handler_thread(|| guest.run(job)));
+            writer::answer_sent_at();
+            let started = Instant::now();
+            // The answers of calls read together are written together.
+            let sends = if behind { Sends::Held } else { Sends::Written };
+            lent::lending(lent, || writer::sending(sends, || guest.run(job)));
             let answered = Instant::now();
             held = self.baton.pick_up();
-            if let Some(reader) = &mut held {
-                reader.answered = Some(answered);
+            match &mut held {
+                Some(reader) => {
+                    reader.answered = Some(answered);
+                    let ended = writer::answer_sent_at().unwrap_or(answered);
+                    reader.quick_calls = ended.saturating_duration_since(started) < reader.quick_limit;
+                }
+                // Its holder may be blocked reading: what this call held
+                // back goes to the writer thread.
+                None => self.writer.kick(),
             }
         }
     }
@@ -219,7 +251,9 @@ impl<R: Readable + 'static> Reading<R> {
         timer::after(delay, move || match this.baton.check(pool::STALL) {
             Check::Held => {}
             Check::Again(delay) => this.watch(delay),
-            Check::Overdue => {}
+            // The call runs long: what the calls before it held back is
+            // not held up by it any longer.
+            Check::Overdue => this.writer.kick(),
         })
         .detach();
     }
@@ -262,7 +296,7 @@ impl<R: Readable + 'static> Held for HeldReading<R> {
     fn read_until(&mut self, answered: &mut dyn FnMut() -> bool, until: Instant) {
         let Some(reader) = self.reader.as_mut() else { return };
         // A full pipe must not stop the reading: this thread queues.
-        if !writer::as_reading_thread(|| reader.read_while_waiting(answered, until)) {
+        if !writer::sending(Sends::Queued, || reader.read_while_waiting(answered, until)) {
             drop(self.reader.take());
             self.reading.end();
         }
@@ -282,13 +316,18 @@ impl<R: Readable + 'static> Drop for HeldReading<R> {
 
 impl<R: Readable> Reader<R> {
     /// Reads and routes lines until a call is read with nothing behind it
-    /// in the buffer (returned: the caller runs it or submits it), or the
-    /// reading ends (`None`; the session is told unless it stopped it).
+    /// in the buffer, or any call while calls are quick (returned: the
+    /// caller runs it or submits it), or the reading ends (`None`; the
+    /// session is told unless it stopped it). Before it may block on the
+    /// input, answers held back go to the writer thread.
     fn read(&mut self) -> Option<Box<dyn Job>> {
         let routes = Arc::clone(&self.routes);
         loop {
+            if !self.lines.has_line_buffered() {
+                routes.writer.kick();
+            }
             match self.step(&routes) {
-                Step::Call(job) if !self.lines.has_line_buffered() => return Some(job),
+                Step::Call(job) if self.quick_calls || !self.lines.has_line_buffered() => return Some(job),
                 Step::Call(job) => {
                     routes.dispatcher.pool().submit(job);
                     self.lines.source_mut().expect_soon(routes.outgoing.awaiting());

@@ -13,7 +13,11 @@
 //! block; so a reading thread while it reads, and async tasks (tokio's
 //! workers, shared by every task) never take this path: they always queue.
 //! (A reading thread running a call it read has put its reading down; its
-//! call writes as any handler does, see [`as_handler_thread`].) So:
+//! call writes as any handler does, see [`sending`].) A second trick: a
+//! reading thread holds back the answer of a call read with more lines
+//! behind it ([`Sends::Held`]), so that the answers of calls read together
+//! are written together, by the sender of the next frame or the writer
+//! thread. So:
 //!
 //! - frames never interleave, and reach the host in the order they were
 //!   sent (a call's log records before its answer);
@@ -54,43 +58,64 @@ const GATHER: usize = 4096;
 /// sees progress while a slow host reads it.
 const PIECE: usize = 64 * 1024;
 
+/// How a thread's frames are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sends {
+    /// Always queued for the writer thread: a reading thread while it
+    /// reads (a full pipe must not stop the reading), or a tokio task (a
+    /// blocked worker would stall every task on it).
+    Queued,
+    /// Written by the sender itself when it finds the stream idle: a
+    /// handler thread, which may block.
+    Written,
+    /// As `Written`, but an answer is held back: queued, nobody woken,
+    /// until a later frame, [`FrameWriter::kick`] or a wait for progress
+    /// takes it on. A reading thread runs so a call read with more lines
+    /// behind it, so that the answers of calls read together are written
+    /// together.
+    Held,
+}
+
 thread_local! {
-    /// Set on the session's reading threads: they never write a frame
-    /// themselves (a full pipe must not stop the reading).
-    static QUEUES_ONLY: Cell<bool> = const { Cell::new(false) };
+    /// How this thread sends: reading threads queue.
+    static SENDS: Cell<Sends> = const { Cell::new(Sends::Written) };
+    /// When this thread last sent an answer it may write itself, before
+    /// writing it (see [`answer_sent_at`]).
+    static ANSWER_SENT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// When this thread last sent an answer (not queued only), taken: the end
+/// of the call that made it, before the write, which may be preempted by
+/// the host it wakes.
+pub(crate) fn answer_sent_at() -> Option<Instant> {
+    ANSWER_SENT.with(Cell::take)
 }
 
 /// Makes every frame this thread sends go through the queue.
 pub(crate) fn queue_only_on_this_thread() {
-    QUEUES_ONLY.with(|flag| flag.set(true));
+    SENDS.with(|sends| sends.set(Sends::Queued));
 }
 
-/// Runs `f` with this reading thread's frames written as a handler
-/// thread's are: it runs a call, its reading put down (a write that blocks
-/// holds up the call alone; the reading is taken over after the stall time).
-pub(crate) fn as_handler_thread<T>(f: impl FnOnce() -> T) -> T {
-    with_queues_only(false, f)
-}
-
-/// Runs `f` with this thread's frames queued, as a reading thread's are:
-/// it reads, for a call of its own that waits on the host (a full pipe
-/// must not stop the reading).
-pub(crate) fn as_reading_thread<T>(f: impl FnOnce() -> T) -> T {
-    with_queues_only(true, f)
-}
-
-/// Runs `f` with this thread's frames queued or not, as said.
-fn with_queues_only<T>(queues_only: bool, f: impl FnOnce() -> T) -> T {
-    let outer = QUEUES_ONLY.with(|flag| flag.replace(queues_only));
+/// Runs `f` with this thread's frames sent as said: a reading thread runs
+/// a call it read as a handler thread (its reading put down, a write that
+/// blocks holds up the call alone; the reading is taken over after the
+/// stall time), holding its answer back when more lines are read behind
+/// it; a call that reads for its callback's answer queues meanwhile (a
+/// full pipe must not stop the reading).
+pub(crate) fn sending<T>(sends: Sends, f: impl FnOnce() -> T) -> T {
+    let outer = SENDS.with(|flag| flag.replace(sends));
     let result = f();
-    QUEUES_ONLY.with(|flag| flag.set(outer));
+    SENDS.with(|flag| flag.set(outer));
     result
 }
 
-/// Whether this thread may write an idle stream itself: not a reader, and
-/// not inside a tokio task (a blocked worker would stall every task on it).
-fn may_write_inline() -> bool {
-    !QUEUES_ONLY.with(Cell::get) && tokio::task::try_id().is_none()
+/// How this thread sends now (inside a tokio task, always queued).
+fn this_thread_sends() -> Sends {
+    match SENDS.with(Cell::get) {
+        Sends::Queued => Sends::Queued,
+        _ if tokio::task::try_id().is_some() => Sends::Queued,
+        sends => sends,
+    }
 }
 
 /// What a frame is, for the count of what was not delivered.
@@ -212,6 +237,8 @@ struct State {
     /// Threads waiting for progress (a condvar signal is a system call
     /// even with nobody waiting, so it is sent only to someone).
     progress_waiters: usize,
+    /// Answers are queued that the writer thread was not told of.
+    held: bool,
 }
 
 impl State {
@@ -298,6 +325,7 @@ impl FrameWriter {
                 undelivered: Undelivered::default(),
                 writer_waits: false,
                 progress_waiters: 0,
+                held: false,
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
@@ -316,6 +344,15 @@ impl FrameWriter {
     /// idle, the frame small and the thread one that may block (see the
     /// module docs); else queued for the writer thread.
     pub(crate) fn send(&self, frame: Frame) {
+        let sends = this_thread_sends();
+        if frame.kind == Kind::Answer && sends != Sends::Queued {
+            ANSWER_SENT.with(|sent| sent.set(Some(Instant::now())));
+        }
+        self.send_as(frame, sends);
+    }
+
+    /// Sends `frame` as a thread that `sends` so.
+    pub(crate) fn send_as(&self, frame: Frame, sends: Sends) {
         let mut state = lock(&self.state);
         state.reserved -= frame.releases;
         // Room came back, or a request of the plugin's own may be what the
@@ -329,7 +366,27 @@ impl FrameWriter {
         }
         let len = frame.len();
         state.pending += len;
-        if len <= GATHER && state.queue.is_empty() && !state.writing.any() && may_write_inline() {
+        if frame.kind == Kind::Answer && sends == Sends::Held {
+            state.queue.push_back(frame);
+            state.held = true;
+            return;
+        }
+        let may_write = sends != Sends::Queued && len <= GATHER && !state.writing.any();
+        if may_write && state.held {
+            // Answers held back, nobody writing: this thread writes them
+            // with its own frame.
+            state.held = false;
+            let mut frames = mem::take(&mut state.queue);
+            frames.push_back(frame);
+            state.writing = Undelivered::of(&frames);
+            drop(state);
+            let mut gathered = Vec::with_capacity(GATHER);
+            if let Err(Halt::Failed(e)) = self.write(&mut **lock(&self.out), &frames, &mut gathered) {
+                self.fail(lock(&self.state), &e);
+            }
+            return;
+        }
+        if may_write && state.queue.is_empty() {
             state.writing.count(&frame);
             drop(state);
             let written = {
@@ -343,7 +400,25 @@ impl FrameWriter {
             return;
         }
         state.queue.push_back(frame);
+        state.held = false;
         if !state.writing.any() && mem::take(&mut state.writer_waits) {
+            self.work.notify_one();
+        }
+    }
+
+    /// Hands answers held back (see [`Sends::Held`]) to the writer
+    /// thread: the reading calls it before it may block.
+    pub(crate) fn kick(&self) {
+        let mut state = lock(&self.state);
+        self.kick_locked(&mut state);
+    }
+
+    fn kick_locked(&self, state: &mut State) {
+        if mem::take(&mut state.held)
+            && !state.queue.is_empty()
+            && !state.writing.any()
+            && mem::take(&mut state.writer_waits)
+        {
             self.work.notify_one();
         }
     }
@@ -443,6 +518,8 @@ impl FrameWriter {
 
     /// Waits for progress (for at most `limit`), counted as a waiter.
     fn wait_progress<'a>(&'a self, mut state: MutexGuard<'a, State>, limit: Option<Duration>) -> MutexGuard<'a, State> {
+        // Progress needs what is held back written.
+        self.kick_locked(&mut state);
         state.progress_waiters += 1;
         let mut state = match limit {
             Some(limit) => wait_for(&self.progress, state, limit),
@@ -694,6 +771,57 @@ mod tests {
     }
 
     #[test]
+    fn held_answers_wait_for_the_next_frame_and_go_with_it_in_one_write() {
+        let fake = Fake::default();
+        let (writer, _) = writer(&fake);
+        // Held answers are written by a writer thread that comes by
+        // anyway; this one waits for work from the start.
+        while !lock(&writer.state).writer_waits {
+            std::thread::yield_now();
+        }
+        for i in 0..3 {
+            writer.send_as(answer(&format!("held {i}")), Sends::Held);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(fake.text(), "", "nobody was told of held answers");
+        // A request is never held; a handler thread writes what was held with it.
+        writer.send_as(Frame::line(Kind::Request, b"callback".to_vec()), Sends::Held);
+        assert_eq!(fake.text(), "held 0\nheld 1\nheld 2\ncallback\n", "written before send returned");
+        assert_eq!(fake.write_sizes().len(), 1, "{:?}", fake.write_sizes());
+        writer.send_as(answer("held 3"), Sends::Held);
+        writer.send_as(answer("last"), Sends::Written);
+        assert_eq!(fake.text(), "held 0\nheld 1\nheld 2\ncallback\nheld 3\nlast\n");
+        assert_eq!(fake.write_sizes().len(), 2, "{:?}", fake.write_sizes());
+        assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
+    }
+
+    #[test]
+    fn held_answers_go_to_the_writer_thread_when_kicked_or_when_a_reader_queues() {
+        let fake = Fake::default();
+        let (writer, _) = writer(&fake);
+        writer.send_as(answer("held"), Sends::Held);
+        writer.kick();
+        let until = Instant::now() + Duration::from_secs(5);
+        while fake.text().is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(fake.text(), "held\n", "the writer thread wrote it");
+        writer.send_as(answer("held again"), Sends::Held);
+        writer.send_as(answer("queued"), Sends::Queued);
+        assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
+        assert_eq!(fake.text(), "held\nheld again\nqueued\n");
+    }
+
+    #[test]
+    fn a_drain_writes_what_was_held() {
+        let fake = Fake::default();
+        let (writer, _) = writer(&fake);
+        writer.send_as(answer("held"), Sends::Held);
+        assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
+        assert_eq!(fake.text(), "held\n");
+    }
+
+    #[test]
     fn frames_are_written_in_order_whole_and_small_ones_together() {
         let fake = Fake::held();
         let (writer, _) = writer(&fake);
@@ -874,6 +1002,33 @@ mod model {
             let a2 = lines.iter().position(|l| *l == "a2").unwrap();
             assert!(a1 < a2, "{text:?}");
             assert!(lines.contains(&"b1"));
+        });
+    }
+
+    /// A reading thread holds its calls' answers back while a handler
+    /// thread sends on another, then kicks (as before it blocks): every
+    /// frame is written, the held ones in order, whoever writes them.
+    #[test]
+    fn held_answers_are_all_written_after_a_kick_whatever_races_them() {
+        crate::support::sync::model(|| {
+            let (writer, written) = shared_writer(usize::MAX);
+            let other = send_from(&writer, b"b", 0);
+            writer.send_as(Frame::line(Kind::Answer, b"h1".to_vec()), Sends::Held);
+            writer.send_as(Frame::line(Kind::Answer, b"h2".to_vec()), Sends::Held);
+            writer.kick();
+            other.join().unwrap();
+            // Written by the writer thread, unasked: no drain waits here.
+            loop {
+                let text = String::from_utf8(lock(&written).clone()).unwrap();
+                if text.lines().count() == 3 {
+                    let h1 = text.find("h1").unwrap();
+                    assert!(h1 < text.find("h2").unwrap(), "{text:?}");
+                    break;
+                }
+                thread::yield_now();
+            }
+            // Written, and booked as delivered once the write returns.
+            assert_eq!(writer.drain(Duration::from_secs(60)), Undelivered::default());
         });
     }
 
