@@ -286,6 +286,19 @@ fn an_idle_connection_is_closed_but_not_while_a_call_runs() {
 }
 
 #[test]
+fn idle_time_counts_from_the_last_answer_not_the_last_request() {
+    let server = serve(&[("SCRIPTLING_PLUGIN_IDLE_TIMEOUT", "1")]);
+    let mut client = server.line_client();
+    // The reading looks at the idle limit 1 s after the request, while the
+    // call runs, and again 1 s later: 0.3 s after the answer.
+    let answer = tool(&mut client, 1, "sleep_ms", json!({"ms": 1700}));
+    assert_eq!(answer["result"]["result"], 1700, "{answer}");
+    std::thread::sleep(Duration::from_millis(500));
+    // Idle for 0.5 s since the answer (2.2 s since the request): still open.
+    assert_eq!(client.request(2, "ping", json!({}))["result"]["status"], "ok");
+}
+
+#[test]
 fn connections_over_the_limit_are_told_why_and_closed() {
     let server = serve(&[("SCRIPTLING_PLUGIN_MAX_CONNECTIONS", "2")]);
     let mut first = server.line_client();

@@ -153,7 +153,14 @@ impl Dispatcher {
         self.inflight.count()
     }
 
-    /// When the last request in flight finished (`None` before any did).
+    /// Keeps when the last request in flight finishes (an idle limit
+    /// counts from it).
+    pub(crate) fn time_finishes(&self) {
+        self.inflight.time_finishes();
+    }
+
+    /// When the last request in flight finished (`None` before any did, or
+    /// before [`time_finishes`](Self::time_finishes)).
     pub(crate) fn last_finished(&self) -> Option<Instant> {
         self.inflight.last_finished()
     }

@@ -26,8 +26,10 @@ struct State {
     /// system call even with nobody waiting, so it is sent only to someone).
     waiters: usize,
     /// When the count last fell to zero (a connection's idle time counts
-    /// from the later of this and the last request read).
+    /// from the later of this and the last request read), kept once
+    /// [`InFlight::time_finishes`] asked: a clock read every call otherwise.
     last_finished: Option<Instant>,
+    timed: bool,
 }
 
 /// Held by a request until its answer has been handed over.
@@ -53,7 +55,13 @@ impl InFlight {
         lock(&self.state).count
     }
 
-    /// When the last request in flight finished (`None` before any did).
+    /// Keeps when the count falls to zero, for [`last_finished`](Self::last_finished).
+    pub(crate) fn time_finishes(&self) {
+        lock(&self.state).timed = true;
+    }
+
+    /// When the last request in flight finished (`None` before any did, or
+    /// before [`time_finishes`](Self::time_finishes)).
     pub(crate) fn last_finished(&self) -> Option<Instant> {
         lock(&self.state).last_finished
     }
@@ -89,7 +97,9 @@ impl Drop for InFlightGuard {
         let mut state = lock(&self.0.state);
         state.count -= 1;
         if state.count == 0 {
-            state.last_finished = Some(Instant::now());
+            if state.timed {
+                state.last_finished = Some(Instant::now());
+            }
             if state.waiters > 0 {
                 self.0.idle.notify_all();
             }
@@ -118,6 +128,20 @@ mod tests {
         drop(b);
         assert!(waiter.join().unwrap());
         assert_eq!(inflight.count(), 0);
+    }
+
+    #[test]
+    fn the_last_finish_is_kept_only_once_asked() {
+        let inflight = Arc::new(InFlight::default());
+        drop(inflight.enter().unwrap());
+        assert_eq!(inflight.last_finished(), None, "no clock read for nobody");
+        inflight.time_finishes();
+        let before = Instant::now();
+        let (a, b) = (inflight.enter().unwrap(), inflight.enter().unwrap());
+        drop(a);
+        assert_eq!(inflight.last_finished(), None, "one still in flight");
+        drop(b);
+        assert!(inflight.last_finished().is_some_and(|at| at >= before));
     }
 }
 

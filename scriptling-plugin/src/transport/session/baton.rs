@@ -120,13 +120,20 @@ impl<T> Baton<T> {
     /// wanted it in vain, and one registered after the question finds it
     /// down; else nobody is woken. `Ok(true)`: the caller must schedule a
     /// [`check`](Self::check) after the stall time (none is due yet).
+    #[cfg(test)]
     pub(crate) fn put_down(&self, reading: T, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
+        self.put_down_at(reading, Instant::now(), awaited)
+    }
+
+    /// [`put_down`](Self::put_down), `now` (the caller had the clock read
+    /// already: the start of the call it runs).
+    pub(crate) fn put_down_at(&self, reading: T, now: Instant, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
         let mut state = lock(&self.state);
         if !state.could_put_down() {
             return Err(reading);
         }
         let wanted = awaited(&reading);
-        state.down = Some((reading, Instant::now()));
+        state.down = Some((reading, now));
         state.wanted = false;
         state.put_since_check = true;
         if wanted {

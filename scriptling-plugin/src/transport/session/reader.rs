@@ -204,7 +204,9 @@ impl<R: Readable + 'static> Reading<R> {
             if self.baton.reserve_thread() {
                 self.start_another();
             }
-            if let Some(reader) = self.put_down(reader) {
+            // One clock read: when the call starts, and the reading goes down.
+            let started = Instant::now();
+            if let Some(reader) = self.put_down(reader, started) {
                 // Nobody would take it (none could start, or it ended).
                 drop(guest);
                 reader.routes.dispatcher.pool().submit(job);
@@ -212,18 +214,18 @@ impl<R: Readable + 'static> Reading<R> {
                 continue;
             }
             let lent = self.lendable.then(|| Arc::clone(&self) as Arc<dyn Lends>);
-            writer::answer_sent_at();
-            let started = Instant::now();
+            writer::time_next_answer();
             // The answers of calls read together are written together.
             let sends = if behind { Sends::Held } else { Sends::Written };
             lent::lending(lent, || writer::sending(sends, || guest.run(job)));
-            let answered = Instant::now();
+            let answered = writer::answer_sent_at().unwrap_or_else(Instant::now);
             held = self.baton.pick_up();
             match &mut held {
                 Some(reader) => {
-                    reader.answered = Some(answered);
-                    let ended = writer::answer_sent_at().unwrap_or(answered);
-                    reader.quick_calls = ended.saturating_duration_since(started) < reader.quick_limit;
+                    reader.quick_calls = answered.saturating_duration_since(started) < reader.quick_limit;
+                    // A line read behind the call says the host was quick
+                    // already: no clock to read for it.
+                    reader.answered = (!behind).then_some(answered);
                 }
                 // Its holder may be blocked reading: what this call held
                 // back goes to the writer thread.
@@ -235,8 +237,8 @@ impl<R: Readable + 'static> Reading<R> {
     /// Puts the reading down (see [`Baton::put_down`]), wanted at once if
     /// requests await the host's answer, and watched for the stall time;
     /// hands it back if it cannot be.
-    fn put_down(self: &Arc<Self>, reader: Reader<R>) -> Option<Reader<R>> {
-        match self.baton.put_down(reader, |reader| reader.routes.outgoing.awaiting()) {
+    fn put_down(self: &Arc<Self>, reader: Reader<R>, now: Instant) -> Option<Reader<R>> {
+        match self.baton.put_down_at(reader, now, |reader| reader.routes.outgoing.awaiting()) {
             Ok(true) => self.watch(pool::STALL),
             Ok(false) => {}
             Err(reader) => return Some(reader),
@@ -309,7 +311,7 @@ impl<R: Readable + 'static> Drop for HeldReading<R> {
         // leaves only by taking a reading that is down): down it goes,
         // unless the reading ended meanwhile (then it is dropped).
         if let Some(reader) = self.reader.take() {
-            drop(self.reading.put_down(reader));
+            drop(self.reading.put_down(reader, Instant::now()));
         }
     }
 }

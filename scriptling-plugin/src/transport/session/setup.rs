@@ -131,6 +131,9 @@ pub(crate) fn quiet_limits(
     if gate.is_none() && idle.is_none() {
         return None;
     }
+    if idle.is_some() {
+        dispatcher.time_finishes();
+    }
     Some(Box::new(move |last_read: Instant| {
         let now = Instant::now();
         let mut until: Option<Instant> = None;

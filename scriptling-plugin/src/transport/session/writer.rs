@@ -79,16 +79,33 @@ pub(crate) enum Sends {
 thread_local! {
     /// How this thread sends: reading threads queue.
     static SENDS: Cell<Sends> = const { Cell::new(Sends::Written) };
-    /// When this thread last sent an answer it may write itself, before
-    /// writing it (see [`answer_sent_at`]).
-    static ANSWER_SENT: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// When this thread sent the answer it was asked to time (see
+    /// [`time_next_answer`]).
+    static ANSWER_SENT: Cell<Timing> = const { Cell::new(Timing::Off) };
 }
 
-/// When this thread last sent an answer (not queued only), taken: the end
-/// of the call that made it, before the write, which may be preempted by
-/// the host it wakes.
+/// Whether and when an answer was sent (see [`time_next_answer`]).
+#[derive(Clone, Copy)]
+enum Timing {
+    Off,
+    Armed,
+    At(Instant),
+}
+
+/// Asks for the time this thread next sends an answer (not queued only):
+/// the end of the call that made it, before the write, which the host it
+/// wakes may preempt. [`answer_sent_at`] tells it.
+pub(crate) fn time_next_answer() {
+    ANSWER_SENT.with(|sent| sent.set(Timing::Armed));
+}
+
+/// When this thread sent the answer [`time_next_answer`] asked for (`None`
+/// if it sent none, or queued it); asks for no more.
 pub(crate) fn answer_sent_at() -> Option<Instant> {
-    ANSWER_SENT.with(Cell::take)
+    match ANSWER_SENT.with(|sent| sent.replace(Timing::Off)) {
+        Timing::At(at) => Some(at),
+        Timing::Off | Timing::Armed => None,
+    }
 }
 
 /// Makes every frame this thread sends go through the queue.
@@ -346,7 +363,11 @@ impl FrameWriter {
     pub(crate) fn send(&self, frame: Frame) {
         let sends = this_thread_sends();
         if frame.kind == Kind::Answer && sends != Sends::Queued {
-            ANSWER_SENT.with(|sent| sent.set(Some(Instant::now())));
+            ANSWER_SENT.with(|sent| {
+                if let Timing::Armed = sent.get() {
+                    sent.set(Timing::At(Instant::now()));
+                }
+            });
         }
         self.send_as(frame, sends);
     }
