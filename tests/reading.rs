@@ -134,7 +134,11 @@ fn once_a_call_ran_quickly_where_it_was_read_calls_sent_behind_it_run_there_too(
     // next ones rightly go to the pool. So: in one round of twenty.
     let batch: Vec<String> = (0..10).map(|i| call_line(100 + i, "where_am_i", json!([]))).collect();
     let ran_where_read = (0..20).any(|_| {
-        assert_eq!(text(host.call("where_am_i", []).unwrap()), READING_THREAD);
+        // A call sent alone may find the pool's places taken by the last
+        // round's calls still leaving (one core): then it runs there.
+        if text(host.call("where_am_i", []).unwrap()) != READING_THREAD {
+            return false;
+        }
         let answers = send_together(&host, &batch);
         // The last had nothing behind it: it runs where it is read anyway.
         answers.range(100..109).all(|(_, (thread, _))| thread == READING_THREAD)
@@ -152,7 +156,9 @@ fn a_quick_calls_answer_does_not_wait_for_a_long_call_read_behind_it() {
     // The quick call's answer is held for the calls behind it only when it
     // ran where it was read (see the test above): the first such round.
     for _ in 0..10 {
-        assert_eq!(text(host.call("where_am_i", []).unwrap()), READING_THREAD);
+        if text(host.call("where_am_i", []).unwrap()) != READING_THREAD {
+            continue;
+        }
         let answers = send_together(&host, &batch);
         let (ran, after) = &answers[&1];
         if ran == READING_THREAD {
@@ -175,6 +181,11 @@ fn calls_that_block_sent_behind_one_another_still_run_side_by_side() {
     let answers = send_together(&host, &batch);
     let took = answers.values().map(|(_, after)| *after).max().unwrap();
     assert!(took < Duration::from_millis(1600), "six calls of 400 ms sent together took {took:?}");
+    // The first ran where it was read; the thread that took the reading
+    // over judged the calls behind it not quick, and sent them to the pool.
+    for id in 201..=204 {
+        assert_eq!(answers[&id].0, POOL_THREAD, "call {id}: {answers:?}");
+    }
 }
 
 /// Runs `hold` (a call that keeps its thread for [`HOLD`]) on the reading

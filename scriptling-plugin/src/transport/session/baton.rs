@@ -2,7 +2,7 @@
 //! that the thread that read a call can run it without waking anyone.
 //!
 //! The thread holding the reading may put it down to run the call it just
-//! read ([`Baton::put_down`]) and takes it back when the call ends
+//! read ([`Baton::put_down_at`]) and takes it back when the call ends
 //! ([`Baton::pick_up`]): the common case, no other thread involved. While
 //! it is down it is *wanted* ([`Baton::want`]) when the plugin awaits an
 //! answer from the host (which must be read) or the call has run for the
@@ -10,14 +10,14 @@
 //! [`Baton::take_turn`] takes it and reads on, and the thread whose call
 //! ends finds it gone and waits in its place. A reading is put down only
 //! while a thread waits to take it (checked in the same lock as the put:
-//! [`Baton::put_down`] hands it back otherwise), so a reading that is wanted
+//! [`Baton::put_down_at`] hands it back otherwise), so a reading that is wanted
 //! is never left with nobody to take it, whatever fails to start. At any
 //! moment the reading is held by one thread, or down, or ended.
 //!
 //! Threads are started before a put-down that finds none waiting
 //! ([`Baton::reserve_thread`]), up to a bound: a session whose calls are
-//! always read behind others has one; a host calling one function at a
-//! time, two; a host calling a function that calls back, in a loop, three (one reads, one ends the call it ran, one waits: with
+//! always read behind others and go to the pool has one; a host calling
+//! one function at a time, or quick calls behind one another, two; a host calling a function that calls back, in a loop, three (one reads, one ends the call it ran, one waits: with
 //! two, the next call is often read before the thread whose call just
 //! ended waits again, and goes to the pool).
 
@@ -113,20 +113,20 @@ impl<T> Baton<T> {
         state.most = state.threads;
     }
 
-    /// Puts the reading down, if a thread waits to take it and the reading
+    /// [`put_down_at`](Self::put_down_at) now.
+    #[cfg(test)]
+    pub(crate) fn put_down(&self, reading: T, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
+        self.put_down_at(reading, Instant::now(), awaited)
+    }
+
+    /// Puts the reading down at `now` (the caller has read the clock for
+    /// the call it runs), if a thread waits to take it and the reading
     /// has not ended (else it is handed back). It is wanted at once if
     /// `awaited(&reading)`, asked under the baton's lock: requests that
     /// await the host's answer and were registered while it was held
     /// wanted it in vain, and one registered after the question finds it
     /// down; else nobody is woken. `Ok(true)`: the caller must schedule a
     /// [`check`](Self::check) after the stall time (none is due yet).
-    #[cfg(test)]
-    pub(crate) fn put_down(&self, reading: T, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
-        self.put_down_at(reading, Instant::now(), awaited)
-    }
-
-    /// [`put_down`](Self::put_down), `now` (the caller had the clock read
-    /// already: the start of the call it runs).
     pub(crate) fn put_down_at(&self, reading: T, now: Instant, awaited: impl FnOnce(&T) -> bool) -> Result<bool, T> {
         let mut state = lock(&self.state);
         if !state.could_put_down() {

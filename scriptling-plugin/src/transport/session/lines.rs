@@ -78,6 +78,17 @@ impl<R: Read> LineReader<R> {
         false
     }
 
+    /// Drops the whole blank lines at the front of the buffer (never reads).
+    pub(crate) fn skip_blank_lines(&mut self) {
+        loop {
+            let buffer = self.inner.buffer();
+            match memchr::memchr(b'\n', buffer) {
+                Some(end) if buffer[..end].iter().all(u8::is_ascii_whitespace) => self.inner.consume(end + 1),
+                _ => return,
+            }
+        }
+    }
+
     /// Whether any bytes wait in the buffer (a line begun, perhaps).
     pub(crate) fn has_bytes_buffered(&self) -> bool {
         !self.inner.buffer().is_empty()
@@ -292,6 +303,8 @@ mod tests {
         assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
         assert_eq!(buf, b"b");
         assert!(!reader.has_line_buffered(), "only a blank line is left");
+        reader.skip_blank_lines();
+        assert!(!reader.has_bytes_buffered(), "and it is gone");
     }
 
     #[test]

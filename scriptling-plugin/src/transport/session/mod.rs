@@ -158,6 +158,7 @@ impl Session {
             quick_host: false,
             quick_calls: false,
             quick_limit: quick_calls,
+            holds: false,
         };
         let reading = Reading::start(reader, threads.reader)?;
         let end_reading = Box::new(move || reading.end());

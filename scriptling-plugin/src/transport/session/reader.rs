@@ -93,6 +93,9 @@ pub(crate) struct Reader<R> {
     pub(crate) quick_calls: bool,
     /// `Plugin::quick_calls`.
     pub(crate) quick_limit: Duration,
+    /// A call run here held its answer back: it is handed on before the
+    /// input may block.
+    pub(crate) holds: bool,
 }
 
 /// What reading one line came to.
@@ -226,6 +229,7 @@ impl<R: Readable + 'static> Reading<R> {
                     // A line read behind the call says the host was quick
                     // already: no clock to read for it.
                     reader.answered = (!behind).then_some(answered);
+                    reader.holds |= behind;
                 }
                 // Its holder may be blocked reading: what this call held
                 // back goes to the writer thread.
@@ -234,7 +238,7 @@ impl<R: Readable + 'static> Reading<R> {
         }
     }
 
-    /// Puts the reading down (see [`Baton::put_down`]), wanted at once if
+    /// Puts the reading down at `now` (see [`Baton::put_down_at`]), wanted at once if
     /// requests await the host's answer, and watched for the stall time;
     /// hands it back if it cannot be.
     fn put_down(self: &Arc<Self>, reader: Reader<R>, now: Instant) -> Option<Reader<R>> {
@@ -325,7 +329,8 @@ impl<R: Readable> Reader<R> {
     fn read(&mut self) -> Option<Box<dyn Job>> {
         let routes = Arc::clone(&self.routes);
         loop {
-            if !self.lines.has_line_buffered() {
+            if self.holds && !self.lines.has_line_buffered() {
+                self.holds = false;
                 routes.writer.kick();
             }
             match self.step(&routes) {
@@ -365,6 +370,8 @@ impl<R: Readable> Reader<R> {
                 self.lines.source_mut().expect_soon(true);
                 continue;
             }
+            // Blank lines are skipped, not left to the reading threads.
+            self.lines.skip_blank_lines();
             if self.lines.has_bytes_buffered() || routes.writer.over_high_water() {
                 return true;
             }

@@ -68,11 +68,11 @@ pub(crate) enum Sends {
     /// Written by the sender itself when it finds the stream idle: a
     /// handler thread, which may block.
     Written,
-    /// As `Written`, but an answer is held back: queued, nobody woken,
-    /// until a later frame, [`FrameWriter::kick`] or a wait for progress
-    /// takes it on. A reading thread runs so a call read with more lines
-    /// behind it, so that the answers of calls read together are written
-    /// together.
+    /// As `Written`, but a small answer is held back: queued, nobody
+    /// woken, until a later frame, [`FrameWriter::kick`] or a wait for
+    /// progress takes it on, so that the answers of calls read together
+    /// are written together. A reading thread sends so while it runs a call
+    /// read with more lines behind it.
     Held,
 }
 
@@ -254,8 +254,9 @@ struct State {
     /// Threads waiting for progress (a condvar signal is a system call
     /// even with nobody waiting, so it is sent only to someone).
     progress_waiters: usize,
-    /// Answers are queued that the writer thread was not told of.
-    held: bool,
+    /// Bytes of answers queued that the writer thread was not told of
+    /// (at most [`GATHER`]: one write's worth).
+    held: usize,
 }
 
 impl State {
@@ -342,7 +343,7 @@ impl FrameWriter {
                 undelivered: Undelivered::default(),
                 writer_waits: false,
                 progress_waiters: 0,
-                held: false,
+                held: 0,
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
@@ -359,7 +360,10 @@ impl FrameWriter {
 
     /// Sends `frame`: written at once by this thread when the stream is
     /// idle, the frame small and the thread one that may block (see the
-    /// module docs); else queued for the writer thread.
+    /// module docs), with the answers held back if there are; held back
+    /// itself, if it is a small answer of a thread that holds its answers
+    /// and less than a write's worth is held; else queued for the writer
+    /// thread.
     pub(crate) fn send(&self, frame: Frame) {
         let sends = this_thread_sends();
         if frame.kind == Kind::Answer && sends != Sends::Queued {
@@ -373,7 +377,7 @@ impl FrameWriter {
     }
 
     /// Sends `frame` as a thread that `sends` so.
-    pub(crate) fn send_as(&self, frame: Frame, sends: Sends) {
+    fn send_as(&self, frame: Frame, sends: Sends) {
         let mut state = lock(&self.state);
         state.reserved -= frame.releases;
         // Room came back, or a request of the plugin's own may be what the
@@ -387,16 +391,19 @@ impl FrameWriter {
         }
         let len = frame.len();
         state.pending += len;
-        if frame.kind == Kind::Answer && sends == Sends::Held {
+        // Held on top of held answers only (a queue the writer thread was
+        // told of is its own), and no more than one write takes.
+        let holds = sends == Sends::Held && frame.kind == Kind::Answer;
+        if holds && state.held + len <= GATHER && (state.held > 0 || state.queue.is_empty()) {
             state.queue.push_back(frame);
-            state.held = true;
+            state.held += len;
             return;
         }
         let may_write = sends != Sends::Queued && len <= GATHER && !state.writing.any();
-        if may_write && state.held {
+        if may_write && state.held > 0 {
             // Answers held back, nobody writing: this thread writes them
-            // with its own frame.
-            state.held = false;
+            // with its own frame, two writes' worth at most.
+            state.held = 0;
             let mut frames = mem::take(&mut state.queue);
             frames.push_back(frame);
             state.writing = Undelivered::of(&frames);
@@ -421,21 +428,23 @@ impl FrameWriter {
             return;
         }
         state.queue.push_back(frame);
-        state.held = false;
+        state.held = 0;
         if !state.writing.any() && mem::take(&mut state.writer_waits) {
             self.work.notify_one();
         }
     }
 
     /// Hands answers held back (see [`Sends::Held`]) to the writer
-    /// thread: the reading calls it before it may block.
+    /// thread: the reading calls it before it may block on its input, the
+    /// stall watch when a call has held the reading down that long, and a
+    /// thread whose held call ended after another took the reading over.
     pub(crate) fn kick(&self) {
         let mut state = lock(&self.state);
         self.kick_locked(&mut state);
     }
 
     fn kick_locked(&self, state: &mut State) {
-        if mem::take(&mut state.held)
+        if mem::take(&mut state.held) > 0
             && !state.queue.is_empty()
             && !state.writing.any()
             && mem::take(&mut state.writer_waits)
@@ -452,7 +461,9 @@ impl FrameWriter {
         let mut frames = VecDeque::new();
         let mut state = lock(&self.state);
         loop {
-            while (state.queue.is_empty() || state.writing.any()) && state.status == Status::Open {
+            // Held answers wait to be handed on (see `kick`), even when a
+            // spurious wake-up or its own last write brings this thread by.
+            while (state.queue.is_empty() || state.writing.any() || state.held > 0) && state.status == Status::Open {
                 state.writer_waits = true;
                 state = wait(&self.work, state);
             }
@@ -521,8 +532,9 @@ impl FrameWriter {
         if state.progress_waiters > 0 {
             self.progress.notify_all();
         }
-        // A sender that wrote its own frame hands what queued meanwhile on.
-        if !state.writing.any() && !state.queue.is_empty() && mem::take(&mut state.writer_waits) {
+        // A sender that wrote its own frame hands what queued meanwhile on
+        // (not answers held back: they wait to be handed on).
+        if !state.writing.any() && !state.queue.is_empty() && state.held == 0 && mem::take(&mut state.writer_waits) {
             self.work.notify_one();
         }
         Ok(())
@@ -791,15 +803,19 @@ mod tests {
         assert_eq!(fake.text(), "from the reader\nfrom a task\n");
     }
 
+    /// Waits until `fake` has `text`, for at most 5 s; returns what it has.
+    fn written_soon(fake: &Fake, text: &str) -> String {
+        let until = Instant::now() + Duration::from_secs(5);
+        while fake.text() != text && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        fake.text()
+    }
+
     #[test]
     fn held_answers_wait_for_the_next_frame_and_go_with_it_in_one_write() {
         let fake = Fake::default();
         let (writer, _) = writer(&fake);
-        // Held answers are written by a writer thread that comes by
-        // anyway; this one waits for work from the start.
-        while !lock(&writer.state).writer_waits {
-            std::thread::yield_now();
-        }
         for i in 0..3 {
             writer.send_as(answer(&format!("held {i}")), Sends::Held);
         }
@@ -817,20 +833,40 @@ mod tests {
     }
 
     #[test]
-    fn held_answers_go_to_the_writer_thread_when_kicked_or_when_a_reader_queues() {
+    fn at_most_one_writes_worth_of_answers_is_held() {
+        let fake = Fake::default();
+        let (writer, _) = writer(&fake);
+        let long = "x".repeat(999);
+        for _ in 0..4 {
+            writer.send_as(answer(&long), Sends::Held);
+        }
+        assert_eq!(fake.text(), "", "4000 bytes held");
+        // A fifth would pass a write's worth: it is written, with the four.
+        writer.send_as(answer(&long), Sends::Held);
+        assert_eq!(fake.text(), format!("{long}\n").repeat(5), "written before send returned");
+        assert!(fake.write_sizes().iter().all(|&n| n <= GATHER), "{:?}", fake.write_sizes());
+        // An answer longer than that is never held.
+        let longer = "y".repeat(GATHER);
+        writer.send_as(answer(&longer), Sends::Held);
+        let expected = format!("{}{longer}\n", format!("{long}\n").repeat(5));
+        assert_eq!(written_soon(&fake, &expected), expected, "the writer thread wrote it");
+        assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
+    }
+
+    #[test]
+    fn held_answers_go_to_the_writer_thread_when_kicked_or_when_a_frame_is_queued() {
         let fake = Fake::default();
         let (writer, _) = writer(&fake);
         writer.send_as(answer("held"), Sends::Held);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(fake.text(), "", "nobody was told of held answers");
         writer.kick();
-        let until = Instant::now() + Duration::from_secs(5);
-        while fake.text().is_empty() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(fake.text(), "held\n", "the writer thread wrote it");
+        assert_eq!(written_soon(&fake, "held\n"), "held\n", "the writer thread wrote it");
         writer.send_as(answer("held again"), Sends::Held);
         writer.send_as(answer("queued"), Sends::Queued);
+        let expected = "held\nheld again\nqueued\n";
+        assert_eq!(written_soon(&fake, expected), expected, "the writer thread wrote both");
         assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
-        assert_eq!(fake.text(), "held\nheld again\nqueued\n");
     }
 
     #[test]
@@ -838,6 +874,8 @@ mod tests {
         let fake = Fake::default();
         let (writer, _) = writer(&fake);
         writer.send_as(answer("held"), Sends::Held);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(fake.text(), "", "nobody was told of held answers");
         assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
         assert_eq!(fake.text(), "held\n");
     }
