@@ -65,26 +65,15 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Whether a whole non-blank line waits in the buffer (read, not yet
-    /// returned): blank lines are skipped, so one alone says nothing comes.
-    pub(crate) fn has_line_buffered(&self) -> bool {
-        let mut rest = self.inner.buffer();
-        while let Some(end) = memchr::memchr(b'\n', rest) {
-            if !rest[..end].iter().all(u8::is_ascii_whitespace) {
-                return true;
-            }
-            rest = &rest[end + 1..];
-        }
-        false
-    }
-
-    /// Drops the whole blank lines at the front of the buffer (never reads).
-    pub(crate) fn skip_blank_lines(&mut self) {
+    /// Whether a whole line waits in the buffer (read, not yet returned).
+    /// Whole blank lines at its front are dropped first (never reading):
+    /// they are skipped anyway, and one alone says nothing more comes.
+    pub(crate) fn has_line_buffered(&mut self) -> bool {
         loop {
             let buffer = self.inner.buffer();
             match memchr::memchr(b'\n', buffer) {
                 Some(end) if buffer[..end].iter().all(u8::is_ascii_whitespace) => self.inner.consume(end + 1),
-                _ => return,
+                found => return found.is_some(),
             }
         }
     }
@@ -303,7 +292,6 @@ mod tests {
         assert_eq!(reader.next(&mut buf).unwrap(), Line::Frame);
         assert_eq!(buf, b"b");
         assert!(!reader.has_line_buffered(), "only a blank line is left");
-        reader.skip_blank_lines();
         assert!(!reader.has_bytes_buffered(), "and it is gone");
     }
 

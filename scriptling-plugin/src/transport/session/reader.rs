@@ -193,11 +193,10 @@ impl<R: Readable + 'static> Reading<R> {
             // that has just answered may expect a quick host's next request.
             let soon = reader.routes.outgoing.awaiting() || (reader.answered.is_some() && reader.quick_host);
             reader.lines.source_mut().expect_soon(soon);
-            let Some(job) = reader.read() else {
+            let Some((job, behind)) = reader.read() else {
                 drop(reader);
                 return self.end();
             };
-            let behind = reader.lines.has_line_buffered();
             let Some(guest) = reader.routes.dispatcher.pool().guest() else {
                 reader.routes.dispatcher.pool().submit(job);
                 held = Some(reader);
@@ -322,11 +321,12 @@ impl<R: Readable + 'static> Drop for HeldReading<R> {
 
 impl<R: Readable> Reader<R> {
     /// Reads and routes lines until a call is read with nothing behind it
-    /// in the buffer, or any call while calls are quick (returned: the
-    /// caller runs it or submits it), or the reading ends (`None`; the
-    /// session is told unless it stopped it). Before it may block on the
-    /// input, answers held back go to the writer thread.
-    fn read(&mut self) -> Option<Box<dyn Job>> {
+    /// in the buffer, or any call while calls are quick (returned, and
+    /// whether lines are behind it: the caller runs it or submits it), or
+    /// the reading ends (`None`; the session is told unless it stopped it).
+    /// Before it may block on the input, answers held back go to the
+    /// writer thread.
+    fn read(&mut self) -> Option<(Box<dyn Job>, bool)> {
         let routes = Arc::clone(&self.routes);
         loop {
             if self.holds && !self.lines.has_line_buffered() {
@@ -334,8 +334,11 @@ impl<R: Readable> Reader<R> {
                 routes.writer.kick();
             }
             match self.step(&routes) {
-                Step::Call(job) if self.quick_calls || !self.lines.has_line_buffered() => return Some(job),
                 Step::Call(job) => {
+                    let behind = self.lines.has_line_buffered();
+                    if self.quick_calls || !behind {
+                        return Some((job, behind));
+                    }
                     routes.dispatcher.pool().submit(job);
                     self.lines.source_mut().expect_soon(routes.outgoing.awaiting());
                 }
@@ -370,8 +373,6 @@ impl<R: Readable> Reader<R> {
                 self.lines.source_mut().expect_soon(true);
                 continue;
             }
-            // Blank lines are skipped, not left to the reading threads.
-            self.lines.skip_blank_lines();
             if self.lines.has_bytes_buffered() || routes.writer.over_high_water() {
                 return true;
             }

@@ -812,15 +812,20 @@ mod tests {
         fake.text()
     }
 
-    #[test]
-    fn held_answers_wait_for_the_next_frame_and_go_with_it_in_one_write() {
+    /// A writer to a fresh stream holding `answers` back; nothing is
+    /// written of them for a while.
+    fn holding(answers: &[&str]) -> (Fake, Arc<FrameWriter>) {
         let fake = Fake::default();
         let (writer, _) = writer(&fake);
-        for i in 0..3 {
-            writer.send_as(answer(&format!("held {i}")), Sends::Held);
-        }
+        answers.iter().for_each(|text| writer.send_as(answer(text), Sends::Held));
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(fake.text(), "", "nobody was told of held answers");
+        (fake, writer)
+    }
+
+    #[test]
+    fn held_answers_wait_for_the_next_frame_and_go_with_it_in_one_write() {
+        let (fake, writer) = holding(&["held 0", "held 1", "held 2"]);
         // A request is never held; a handler thread writes what was held with it.
         writer.send_as(Frame::line(Kind::Request, b"callback".to_vec()), Sends::Held);
         assert_eq!(fake.text(), "held 0\nheld 1\nheld 2\ncallback\n", "written before send returned");
@@ -855,11 +860,7 @@ mod tests {
 
     #[test]
     fn held_answers_go_to_the_writer_thread_when_kicked_or_when_a_frame_is_queued() {
-        let fake = Fake::default();
-        let (writer, _) = writer(&fake);
-        writer.send_as(answer("held"), Sends::Held);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(fake.text(), "", "nobody was told of held answers");
+        let (fake, writer) = holding(&["held"]);
         writer.kick();
         assert_eq!(written_soon(&fake, "held\n"), "held\n", "the writer thread wrote it");
         writer.send_as(answer("held again"), Sends::Held);
@@ -871,11 +872,7 @@ mod tests {
 
     #[test]
     fn a_drain_writes_what_was_held() {
-        let fake = Fake::default();
-        let (writer, _) = writer(&fake);
-        writer.send_as(answer("held"), Sends::Held);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(fake.text(), "", "nobody was told of held answers");
+        let (fake, writer) = holding(&["held"]);
         assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
         assert_eq!(fake.text(), "held\n");
     }
