@@ -12,6 +12,7 @@
 //! object on the wire.
 
 pub(crate) mod error;
+mod onepass;
 pub(crate) mod params;
 
 use std::fmt;
@@ -21,6 +22,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 pub(crate) use error::{ErrorCode, RpcError};
+#[cfg(fuzzing)]
+pub(crate) use onepass::agrees_with_the_general_parse;
 pub(crate) use params::CallParams;
 
 use crate::value::codec::Encoded;
@@ -105,9 +108,18 @@ pub(crate) struct Request<'a> {
     /// `None` for a notification.
     pub(crate) id: Option<&'a RawValue>,
     pub(crate) method: &'a str,
-    /// Raw JSON, for whoever runs the request to decode (`None`: absent
-    /// or `null`).
-    pub(crate) params: Option<&'a RawValue>,
+    pub(crate) params: Params<'a>,
+}
+
+/// A request's params.
+#[derive(Debug)]
+pub(crate) enum Params<'a> {
+    /// Raw JSON, for whoever runs the request to decode (`None`: absent or
+    /// `null`).
+    Raw(Option<&'a RawValue>),
+    /// A call's, decoded with the envelope (see [`parse_line`]); boxed, as
+    /// the request is moved a dozen times on its way to run.
+    Decoded(Box<CallParams>),
 }
 
 /// An answer to one of the plugin's own requests.
@@ -192,6 +204,13 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
     RpcError::new(ErrorCode::ParseError, format!("parse error: invalid UTF-8 at byte {}", error.valid_up_to()))
 }
 
+/// [`parse_text`] for a line a session read: a call on a short line has its
+/// params decoded in the same pass (`onepass.rs`), and means what
+/// [`parse_text`] would make of it.
+pub(crate) fn parse_line(text: &str, max_batch: usize) -> Frame<'_> {
+    onepass::parse(text).unwrap_or_else(|| parse_text(text, max_batch))
+}
+
 /// [`parse_frame`] for text already checked.
 pub(crate) fn parse_text(text: &str, max_batch: usize) -> Frame<'_> {
     if first_byte(text.as_bytes()) == Some(b'[') {
@@ -271,16 +290,8 @@ impl<'a> Envelope<'a> {
     /// What the message is.
     fn into_message(self) -> Message<'a> {
         let Some(method) = self.method else { return self.into_answer() };
-        if self.jsonrpc.map(RawValue::get) != Some(r#""2.0""#) {
-            return Message::Invalid(None, invalid(r#"invalid request: "jsonrpc" must be "2.0""#));
-        }
-        let Some(id) = valid_id(self.id) else {
-            return Message::Invalid(None, invalid(r#"invalid request: "id" must be a string, a number or null"#));
-        };
-        let Ok(method) = serde_json::from_str::<&str>(method.get()) else {
-            return Message::Invalid(id, invalid(r#"invalid request: "method" must be a string without escapes"#));
-        };
-        Message::Request(Request { id, method, params: self.params })
+        let method = serde_json::from_str::<&str>(method.get()).ok();
+        checked_request(self.jsonrpc, self.id, method, Params::Raw(self.params))
     }
 
     /// A message without `method`: an answer to one of the plugin's own
@@ -301,6 +312,26 @@ impl<'a> Envelope<'a> {
         };
         Message::Response(Response { id: self.id, outcome })
     }
+}
+
+/// A request, if its version and id are sound and its method is a string
+/// without escapes (`method`: `None` if not).
+fn checked_request<'a>(
+    jsonrpc: Option<&RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a str>,
+    params: Params<'a>,
+) -> Message<'a> {
+    if jsonrpc.map(RawValue::get) != Some(r#""2.0""#) {
+        return Message::Invalid(None, invalid(r#"invalid request: "jsonrpc" must be "2.0""#));
+    }
+    let Some(id) = valid_id(id) else {
+        return Message::Invalid(None, invalid(r#"invalid request: "id" must be a string, a number or null"#));
+    };
+    let Some(method) = method else {
+        return Message::Invalid(id, invalid(r#"invalid request: "method" must be a string without escapes"#));
+    };
+    Message::Request(Request { id, method, params })
 }
 
 /// A request's id if it is one JSON-RPC allows (absent, a string, a number
@@ -532,9 +563,9 @@ mod tests {
     #[test]
     fn params_absent_or_null_are_none() {
         let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#) else { panic!() };
-        assert!(r.params.is_none());
+        assert!(matches!(r.params, Params::Raw(None)));
         let Message::Request(r) = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}"#) else { panic!() };
-        assert_eq!(r.params.map(RawValue::get), Some(r#"{"a":1}"#));
+        assert!(matches!(r.params, Params::Raw(Some(raw)) if raw.get() == r#"{"a":1}"#));
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! unknown methods) complete at once on the caller's thread. A call's
 //! params are decoded on the sync pool (so the thread that reads requests
 //! never spends long on one, and what a call allocates is freed on the
-//! thread that allocated it), where it is looked up and runs where its
-//! handler belongs: a sync handler right there, an async one as a task.
+//! thread that allocated it), unless its line was short enough to decode
+//! them with the envelope (`rpc::parse_line`: a few microseconds at most);
+//! there it is looked up and runs where its handler belongs: a sync handler
+//! right there, an async one as a task.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -20,7 +22,7 @@ use crate::call::link::Link;
 use crate::call::objects::Entry;
 use crate::exports::core::Core;
 use crate::exports::function::{Function, Handler};
-use crate::rpc::{self, CallParams, ErrorCode, Method, RpcError};
+use crate::rpc::{self, CallParams, ErrorCode, Method, Params, RpcError};
 use crate::runtime::done::Done;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::invoke::{self, Call, Encode};
@@ -76,18 +78,21 @@ enum Payload {
     /// Still raw: where they are in the frame, which is kept until they
     /// are decoded.
     InFrame(Bytes, Range<usize>),
+    /// A call's, decoded with the envelope (`rpc::parse_line`).
+    Decoded(Box<CallParams>),
     /// Absent or `null`.
     Absent,
 }
 
 impl Incoming {
-    /// The owned form of `request`, parsed from `frame`. Raw params stay
-    /// in the frame (shared with the rest of a batch) until the request
-    /// runs.
-    pub(crate) fn new(frame: &Bytes, request: rpc::Request<'_>) -> Self {
+    /// The owned form of `request`, parsed from `text`. Raw params stay in
+    /// the frame `text` is kept in (`frame`: made only for them, and shared
+    /// with the rest of a batch) until the request runs.
+    pub(crate) fn new(request: rpc::Request<'_>, text: &[u8], frame: impl FnOnce() -> Bytes) -> Self {
         let params = match request.params {
-            None => Payload::Absent,
-            Some(raw) => Payload::InFrame(frame.clone(), rpc::span(frame.as_ref(), raw)),
+            Params::Raw(None) => Payload::Absent,
+            Params::Raw(Some(raw)) => Payload::InFrame(frame(), rpc::span(text, raw)),
+            Params::Decoded(params) => Payload::Decoded(params),
         };
         Self { method: Method::parse(request.method), params }
     }
@@ -218,10 +223,11 @@ impl Dispatcher {
             Method::Hello => Ok(self.core.hello.clone().into()),
             Method::ToolsList => Ok(self.core.tools.clone().into()),
             Method::ToolsCall => match request.params {
-                Payload::InFrame(frame, range) => {
-                    return Some(self.decode_job(request.method, frame, range, owner, done));
+                params @ Payload::InFrame(..) => {
+                    return Some(self.decode_job(request.method, params, owner, done));
                 }
-                Payload::Absent => {
+                // Only a call's params are decoded with the envelope.
+                Payload::Absent | Payload::Decoded(_) => {
                     let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
                     Err(RpcError::new(ErrorCode::InvalidParams, message))
                 }
@@ -233,8 +239,8 @@ impl Dispatcher {
                     self.route(request.method, None, owner, done, Here::Away);
                     return None;
                 }
-                Payload::InFrame(frame, range) => {
-                    return Some(self.decode_job(request.method, frame, range, owner, done));
+                params @ (Payload::InFrame(..) | Payload::Decoded(_)) => {
+                    return Some(self.decode_job(request.method, params, owner, done));
                 }
             },
         };
@@ -247,16 +253,16 @@ impl Dispatcher {
         &self.pool
     }
 
-    /// A job that decodes a request's raw params and runs the request.
+    /// A job that decodes a request's params, if still raw, and runs the
+    /// request.
     fn decode_job(
         self: &Arc<Self>,
         method: Method,
-        frame: Bytes,
-        range: Range<usize>,
+        params: Payload,
         owner: Option<Arc<str>>,
         done: Done,
     ) -> Box<dyn Job> {
-        Box::new(DecodeJob { dispatcher: Arc::clone(self), method, frame, range, owner, done })
+        Box::new(DecodeJob { dispatcher: Arc::clone(self), method, params, owner, done })
     }
 
     /// Looks a call up and runs it where its handler belongs: `here` says
@@ -457,20 +463,24 @@ pub(crate) fn parallelism() -> usize {
 /// Why a job of an abandoned session does not run.
 const ABANDONED: &str = "the plugin is shutting down";
 
-/// A call whose params are still raw: decoded, looked up and run on the
+/// A call whose params may still be raw: decoded, looked up and run on the
 /// pool (or by the thread that read it, as the pool's guest).
 struct DecodeJob {
     dispatcher: Arc<Dispatcher>,
     method: Method,
-    frame: Bytes,
-    range: Range<usize>,
+    params: Payload,
     owner: Option<Arc<str>>,
     done: Done,
 }
 
 impl DecodeJob {
     fn decode_and_route(self, here: Here) {
-        let DecodeJob { dispatcher, method, frame, range, owner, done } = self;
+        let DecodeJob { dispatcher, method, params, owner, done } = self;
+        let (frame, range) = match params {
+            Payload::InFrame(frame, range) => (frame, range),
+            Payload::Decoded(params) => return dispatcher.route(method, Some(*params), owner, done, here),
+            Payload::Absent => return dispatcher.route(method, None, owner, done, here),
+        };
         if method == Method::ToolsCall {
             let parsed = codec::decode::<ToolParams>(&frame.as_ref()[range]);
             drop(frame);

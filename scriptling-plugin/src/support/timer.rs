@@ -20,6 +20,13 @@ use crate::support::{lock, panic_message};
 
 type Action = Box<dyn FnOnce() + Send>;
 
+thread_local! {
+    /// Set on the timer's thread, which looks at the deadlines again after
+    /// its actions: one that sets a deadline (a check that repeats) needs
+    /// to wake nobody.
+    static ON_TIMER_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 struct Timer {
     state: Mutex<State>,
     /// The thread waits here for the earliest deadline or a new one.
@@ -78,7 +85,7 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
                 state.started = false;
                 eprintln!("scriptling-plugin: cannot start the timer thread: {e}; deadlines wait for the next one");
             }
-        } else if earliest {
+        } else if earliest && !ON_TIMER_THREAD.with(std::cell::Cell::get) {
             timer.changed.notify_one();
         }
     }
@@ -87,6 +94,7 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
 
 impl Timer {
     fn run(&self) {
+        ON_TIMER_THREAD.with(|on| on.set(true));
         let mut state = lock(&self.state);
         loop {
             let now = Instant::now();
@@ -141,6 +149,19 @@ mod tests {
         assert!(at >= Duration::from_millis(60), "{at:?}");
         assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "the cancelled one never runs");
         drop((early, late));
+    }
+
+    #[test]
+    fn a_deadline_an_action_sets_is_kept_though_nobody_is_woken_for_it() {
+        let (tx, rx) = mpsc::channel();
+        let _far = after(Duration::from_secs(3600), || {});
+        let started = Instant::now();
+        after(Duration::from_millis(5), move || {
+            after(Duration::from_millis(5), move || tx.send(()).unwrap()).detach();
+        })
+        .detach();
+        rx.recv_timeout(Duration::from_secs(5)).expect("the repeated check ran");
+        assert!(started.elapsed() >= Duration::from_millis(10));
     }
 
     #[test]

@@ -92,7 +92,7 @@ impl Service {
         match rpc::parse_frame(frame.as_ref(), max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
-                let call = Call::new(&frame, request);
+                let call = Call::new(request, frame.as_ref(), || frame.clone());
                 let done: Done = match id {
                     Some(id) => Done::new(move |outcome: Outcome| {
                         let mut out = Vec::new();
@@ -120,7 +120,7 @@ impl Service {
                     match message {
                         Message::Request(request) => {
                             let done = batch.element(request.id.map(ToOwned::to_owned));
-                            self.run(Call::new(&frame, request), owner.clone(), done);
+                            self.run(Call::new(request, frame.as_ref(), || frame.clone()), owner.clone(), done);
                         }
                         Message::Response(_) => {}
                         Message::Invalid(id, error) => {

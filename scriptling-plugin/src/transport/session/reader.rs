@@ -25,6 +25,7 @@
 //! to read it and nobody to wake the call; where the input's wait cannot
 //! keep the callback's deadline (a Windows pipe) it waits as before.
 
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
@@ -486,16 +487,14 @@ impl<R: Readable> Reader<R> {
             match String::from_utf8(std::mem::take(&mut self.buf)) {
                 Ok(text) => {
                     let text = Arc::new(text);
-                    routes.serve_frame(&Bytes::WholeText(Arc::clone(&text)), &text, max_batch)
+                    routes.serve_frame(&OnceCell::from(Bytes::WholeText(Arc::clone(&text))), &text, max_batch)
                 }
                 Err(e) => routes.not_utf8(e.utf8_error()),
             }
         } else {
             match std::str::from_utf8(&self.buf) {
-                Ok(text) => {
-                    let text: Arc<str> = Arc::from(text);
-                    routes.serve_frame(&Bytes::Text(Arc::clone(&text)), &text, max_batch)
-                }
+                // Copied out of the buffer only if raw params are kept.
+                Ok(text) => routes.serve_frame(&OnceCell::new(), text, max_batch),
                 Err(e) => routes.not_utf8(e),
             }
         }
@@ -509,14 +508,16 @@ impl Routes {
         Served::Other
     }
 
-    /// Serves `frame`, whose text is `text`: a call is handed back, its
-    /// params still raw; a batch's calls go to the pool.
-    fn serve_frame(&self, frame: &Bytes, text: &str, max_batch: usize) -> Served {
-        match rpc::parse_text(text, max_batch) {
+    /// Serves the line `text`, kept in `frame` (made from `text` the first
+    /// time a request's raw params need it): a call is handed back; a
+    /// batch's calls go to the pool.
+    fn serve_frame(&self, frame: &OnceCell<Bytes>, text: &str, max_batch: usize) -> Served {
+        let frame = || frame.get_or_init(|| Bytes::Text(Arc::from(text))).clone();
+        match rpc::parse_line(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
                 let done = self.answer(id, text.len());
-                if let Some(job) = self.run(Incoming::new(frame, request), done) {
+                if let Some(job) = self.run(Incoming::new(request, text.as_bytes(), frame), done) {
                     return Served::Call(job);
                 }
             }
@@ -525,7 +526,7 @@ impl Routes {
                 return Served::Answer;
             }
             Parsed::Single(Message::Invalid(id, error)) => self.error(id, &error),
-            Parsed::Batch(messages) => self.batch(frame, text.len(), messages),
+            Parsed::Batch(messages) => self.batch(text, frame, messages),
         }
         Served::Other
     }
@@ -578,8 +579,9 @@ impl Routes {
     }
 
     /// Runs a batch's requests concurrently; one array answers them all.
-    /// Its `len` bytes count against the queue until then.
-    fn batch(&self, frame: &Bytes, len: usize, messages: Vec<Message<'_>>) {
+    /// The bytes of its line, `text`, count against the queue until then.
+    fn batch(&self, text: &str, frame: impl Fn() -> Bytes, messages: Vec<Message<'_>>) {
+        let len = text.len();
         let writer = Arc::clone(&self.writer);
         writer.reserve(len);
         let batch = Batch::new(Box::new(move |array| match array {
@@ -590,7 +592,7 @@ impl Routes {
             match message {
                 Message::Request(request) => {
                     let done = batch.element(request.id.map(ToOwned::to_owned));
-                    if let Some(job) = self.run(Incoming::new(frame, request), done) {
+                    if let Some(job) = self.run(Incoming::new(request, text.as_bytes(), &frame), done) {
                         self.dispatcher.pool().submit(job);
                     }
                 }

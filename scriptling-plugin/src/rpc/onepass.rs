@@ -1,0 +1,191 @@
+//! A call read from a short line, parsed in one pass: the envelope and the
+//! call's params together, where the general parse ([`super::parse_text`])
+//! keeps params raw for whoever runs the call to decode (a second pass over
+//! the same bytes, ~1.8k instructions of the ~13k a plain call costs).
+//!
+//! It takes only the shape a host writes (`jsonrpc`, `id`, `method`, then
+//! `params`, keys without escapes, no key twice, a call method, params that
+//! decode, values nested less than serde_json's own limit): anything else,
+//! however valid, is left to the general parse, which classifies it as it
+//! always has. So the two never disagree (the `frame` fuzz target checks it).
+
+use std::fmt;
+
+use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::{CallParams, Frame, Params, checked_request};
+
+/// Lines up to this long have a call's params decoded with the envelope, on
+/// the thread that reads them: a few microseconds at most. A longer line's
+/// params are decoded where the call runs (a pool thread, for calls read
+/// one behind another), so that a large payload never holds up the reading.
+pub(crate) const ONE_PASS_MAX: usize = 4096;
+
+/// `text` parsed in one pass if it is a call in the usual shape; `None`
+/// leaves it to the general parse.
+pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
+    if text.len() > ONE_PASS_MAX {
+        return None;
+    }
+    // serde_json's recursion limit stays on: a value nested deeper is left
+    // to the general parse, which lifts it and counts values instead.
+    let mut de = serde_json::Deserializer::from_str(text);
+    let call = CallLine::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    let params = call.params.map_or(Params::Raw(None), |params| Params::Decoded(Box::new(params)));
+    Some(Frame::Single(checked_request(call.jsonrpc, call.id, Some(call.method), params)))
+}
+
+/// The call methods, whose params are [`CallParams`].
+fn is_call(method: &str) -> bool {
+    matches!(method, "function.call" | "object.new" | "object.call_method" | "object.destroy")
+}
+
+/// A call's fields (`params`: `None` when absent or `null`).
+struct CallLine<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: &'a str,
+    params: Option<CallParams>,
+}
+
+impl<'de> Deserialize<'de> for CallLine<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(CallLineVisitor)
+    }
+}
+
+struct CallLineVisitor;
+
+impl<'de> Visitor<'de> for CallLineVisitor {
+    type Value = CallLine<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a call request")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // The error only says "not here": the general parse finds the real one.
+        let elsewhere = || A::Error::custom("left to the general parse");
+        let (mut jsonrpc, mut id, mut method, mut params) = (None, None, None, None);
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "jsonrpc" if jsonrpc.is_none() => jsonrpc = Some(map.next_value::<&'de RawValue>()?),
+                "id" if id.is_none() => id = Some(map.next_value::<&'de RawValue>()?),
+                "method" if method.is_none() => {
+                    let name = map.next_value::<&'de str>()?;
+                    if !is_call(name) {
+                        return Err(elsewhere());
+                    }
+                    method = Some(name);
+                }
+                // Only once the method is known to be a call's.
+                "params" if params.is_none() && method.is_some() => {
+                    params = Some(map.next_value::<Option<CallParams>>()?);
+                }
+                "jsonrpc" | "id" | "method" | "params" | "result" | "error" => return Err(elsewhere()),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let method = method.ok_or_else(elsewhere)?;
+        Ok(CallLine { jsonrpc, id, method, params: params.flatten() })
+    }
+}
+
+/// Checks that what one pass takes of `text` means what the general parse
+/// makes of it (params decoded as a call's wherever they are); says
+/// whether it took it.
+#[cfg(any(fuzzing, test))]
+pub(crate) fn agrees_with_the_general_parse(text: &str) -> bool {
+    let Some(fast) = parse(text) else { return false };
+    assert_eq!(meaning(fast), meaning(super::parse_text(text, usize::MAX)), "{text}");
+    true
+}
+
+/// What a frame says, with params decoded as a call's wherever they are.
+#[cfg(any(fuzzing, test))]
+fn meaning(frame: Frame<'_>) -> String {
+    let Frame::Single(message) = frame else { return "a batch".into() };
+    match message {
+        super::Message::Request(super::Request { id, method, params }) => {
+            let params = match params {
+                Params::Decoded(params) => Some(Ok(*params)),
+                Params::Raw(raw) => {
+                    raw.map(|raw| crate::value::codec::decode_str::<CallParams>(raw.get()).map_err(drop))
+                }
+            };
+            format!("request {:?} {method} {params:?}", id.map(RawValue::get))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::Message;
+
+    #[test]
+    fn a_call_in_the_hosts_shape_is_decoded_in_one_pass_and_means_what_the_general_parse_says() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#;
+        let Some(Frame::Single(Message::Request(request))) = parse(line) else { panic!("not taken") };
+        let Params::Decoded(params) = &request.params else { panic!("not decoded") };
+        assert_eq!(params.name.as_deref(), Some("greet"));
+        assert!(agrees_with_the_general_parse(line));
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_general_parse() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"f","args":[{}1{}]}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for line in [
+            // Not a call, or not a request.
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"type":"null"}}"#,
+            // Params before the method, a key twice, an escaped key.
+            r#"{"jsonrpc":"2.0","id":1,"params":{"name":"f"},"method":"function.call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f"},"params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"\u006dethod":"function.call","params":{"name":"f"}}"#,
+            // Params that are not a call's, and a result beside the method.
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{},"result":1}"#,
+            // Nested past serde_json's limit; not an object; not JSON.
+            &deep,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"function.call"}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"#,
+        ] {
+            assert!(parse(line).is_none(), "{line}");
+        }
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"f","args":[{{"type":"string","value":"{}"}}]}}}}"#,
+            "x".repeat(ONE_PASS_MAX)
+        );
+        assert!(parse(&long).is_none(), "a long line's params are decoded where the call runs");
+    }
+
+    #[test]
+    fn what_it_takes_it_classifies_as_the_general_parse_does() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":"a","method":"object.new","params":{"class":"C","args":[],"kwargs":{"n":{"type":"int","value":1}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"object.destroy","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"object.call_method"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"function.call","extra":[1,{"x":2}],"params":{"name":"f","more":1}}"#,
+            // Taken, then refused for its version or id, as the general parse refuses it.
+            r#"{"jsonrpc":"1.0","id":3,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"id":3,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":[3],"method":"function.call","params":{"name":"f"}}"#,
+        ] {
+            assert!(agrees_with_the_general_parse(line), "not taken: {line}");
+        }
+    }
+}
