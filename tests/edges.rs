@@ -631,6 +631,20 @@ fn a_large_batch_peaks_at_a_small_multiple_of_its_size() {
     assert!(grown < 8 * size_kib, "a {size_kib} KiB batch grew the peak by {grown} KiB");
 }
 
+/// A call's params are decoded with the envelope on a short line (up to 4
+/// KiB), from a copy of a longer one, and from a line of 64 KiB or more
+/// moved whole: the same answer whichever way.
+#[test]
+fn calls_on_lines_of_every_length_are_answered_alike() {
+    let host = Host::spawn_example("hello").unwrap();
+    host.handshake().unwrap();
+    for len in [0, 1, 3_900, 4_200, 10_000, 70_000] {
+        let name = "é\"x".repeat(len / 4);
+        let result = host.call("greet", [Value::from(name.clone())]).unwrap();
+        assert_eq!(result.as_str(), Some(format!("Hello, {name}").as_str()), "a name of {len} bytes");
+    }
+}
+
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))] // glibc hands freed memory back; /proc has the peak
 fn what_smaller_payloads_left_free_does_not_stack_under_a_large_ones_peak() {

@@ -23,7 +23,7 @@ pub fn value_round_trip(bytes: &[u8]) {
 /// what the general parse makes of it.
 pub fn frame(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes) {
-        rpc::agrees_with_the_general_parse(text);
+        rpc::taken_and_agrees(text);
     }
     let messages = match rpc::parse_frame(bytes, 1_000) {
         Frame::Single(message) => vec![message],

@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 
 pub(crate) use error::{ErrorCode, RpcError};
 #[cfg(fuzzing)]
-pub(crate) use onepass::agrees_with_the_general_parse;
+pub(crate) use onepass::taken_and_agrees;
 pub(crate) use params::CallParams;
 
 use crate::value::codec::Encoded;
@@ -72,6 +72,12 @@ impl Method {
             "tools/list" => Method::ToolsList,
             other => Method::Unknown(other.to_owned()),
         }
+    }
+
+    /// Whether its params are [`CallParams`]: a call of a function, a
+    /// constructor or a method, or an object's destruction.
+    pub(crate) fn is_call(&self) -> bool {
+        matches!(self, Method::FunctionCall | Method::ObjectNew | Method::ObjectCall | Method::Destroy)
     }
 
     /// The method's wire name.

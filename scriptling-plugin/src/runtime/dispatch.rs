@@ -3,13 +3,13 @@
 //!
 //! A transport hands it one request at a time with a [`Done`] that receives
 //! the request's outcome exactly once. Cheap answers (handshake, ping,
-//! unknown methods) complete at once on the caller's thread. A call's
-//! params are decoded on the sync pool (so the thread that reads requests
-//! never spends long on one, and what a call allocates is freed on the
-//! thread that allocated it), unless its line was short enough to decode
-//! them with the envelope (`rpc::parse_line`: a few microseconds at most);
-//! there it is looked up and runs where its handler belongs: a sync handler
-//! right there, an async one as a task.
+//! unknown methods) complete at once on the caller's thread. A call is
+//! looked up and run where its handler belongs (a sync handler on the pool,
+//! or on the thread that read it as the pool's guest; an async one as a
+//! task) by a job that first decodes its params if they are still raw: a
+//! session decodes a short line's with the envelope (`rpc::parse_line`, a
+//! few microseconds at most), and leaves a longer line's to the job, so
+//! that a large payload never holds up the reading.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -226,11 +226,15 @@ impl Dispatcher {
                 params @ Payload::InFrame(..) => {
                     return Some(self.decode_job(request.method, params, owner, done));
                 }
-                // Only a call's params are decoded with the envelope.
-                Payload::Absent | Payload::Decoded(_) => {
+                Payload::Absent => {
                     let message = "tools/call: invalid params: expected {\"name\": ..., \"arguments\": {...}}";
                     Err(RpcError::new(ErrorCode::InvalidParams, message))
                 }
+                // Only a call's params are decoded with the envelope.
+                Payload::Decoded(_) => Err(RpcError::new(
+                    ErrorCode::InternalError,
+                    "internal error: tools/call params were decoded as a call's",
+                )),
             },
             Method::EnvironmentOpen | Method::EnvironmentClose | Method::Shutdown => ready(b"null"),
             Method::Unknown(name) => Err(RpcError::new(ErrorCode::MethodNotFound, format!("method not found: {name}"))),

@@ -11,6 +11,7 @@
 //! microseconds leaves nothing behind); actions must be quick (they hand
 //! work on, they do not do it).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -24,7 +25,7 @@ thread_local! {
     /// Set on the timer's thread, which looks at the deadlines again after
     /// its actions: one that sets a deadline (a check that repeats) needs
     /// to wake nobody.
-    static ON_TIMER_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ON_TIMER_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
 struct Timer {
@@ -85,7 +86,7 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
                 state.started = false;
                 eprintln!("scriptling-plugin: cannot start the timer thread: {e}; deadlines wait for the next one");
             }
-        } else if earliest && !ON_TIMER_THREAD.with(std::cell::Cell::get) {
+        } else if earliest && !ON_TIMER_THREAD.with(Cell::get) {
             timer.changed.notify_one();
         }
     }
@@ -152,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_an_action_sets_is_kept_though_nobody_is_woken_for_it() {
+    fn a_deadline_an_action_sets_is_kept() {
         let (tx, rx) = mpsc::channel();
         let _far = after(Duration::from_secs(3600), || {});
         let started = Instant::now();

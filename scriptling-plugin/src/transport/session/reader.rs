@@ -2,10 +2,14 @@
 //! to the plugin's own requests to their waiters, requests to the
 //! dispatcher, `plugin.shutdown` and the input's end to the session.
 //!
-//! It reads only a line's envelope (the params stay raw, decoded where the
-//! call runs: measured, decoding them while reading made the reader the
-//! bottleneck of pipelined calls); a line of [`MOVE_LINES_FROM`] or more is
-//! moved out of the read buffer whole rather than copied.
+//! A call on a short line is parsed in one pass, params and all
+//! (`rpc::parse_line`): the quick calls the reading thread runs itself then
+//! cost no second pass and no copy of the line. A longer line's params stay
+//! raw, decoded where the call runs (on the pool, for calls read behind
+//! others: decoding large params while reading made the reader the
+//! bottleneck of pipelined calls), in a copy of the line; a line of
+//! [`MOVE_LINES_FROM`] or more is moved out of the read buffer whole rather
+//! than copied.
 //!
 //! A call read with nothing behind it in the buffer runs on the thread that
 //! read it, as the pool's guest, when the pool would start it at once: the
@@ -511,8 +515,8 @@ impl Routes {
     /// Serves the line `text`, kept in `frame` (made from `text` the first
     /// time a request's raw params need it): a call is handed back; a
     /// batch's calls go to the pool.
-    fn serve_frame(&self, frame: &OnceCell<Bytes>, text: &str, max_batch: usize) -> Served {
-        let frame = || frame.get_or_init(|| Bytes::Text(Arc::from(text))).clone();
+    fn serve_frame(&self, kept: &OnceCell<Bytes>, text: &str, max_batch: usize) -> Served {
+        let frame = || kept.get_or_init(|| Bytes::Text(Arc::from(text))).clone();
         match rpc::parse_line(text, max_batch) {
             Parsed::Single(Message::Request(request)) => {
                 let id = request.id.map(ToOwned::to_owned);
