@@ -11,7 +11,6 @@
 //! microseconds leaves nothing behind); actions must be quick (they hand
 //! work on, they do not do it).
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -20,13 +19,6 @@ use std::time::{Duration, Instant};
 use crate::support::{lock, panic_message};
 
 type Action = Box<dyn FnOnce() + Send>;
-
-thread_local! {
-    /// Set on the timer's thread, which looks at the deadlines again after
-    /// its actions: one that sets a deadline (a check that repeats) needs
-    /// to wake nobody.
-    static ON_TIMER_THREAD: Cell<bool> = const { Cell::new(false) };
-}
 
 struct Timer {
     state: Mutex<State>,
@@ -41,6 +33,10 @@ struct State {
     due: BTreeMap<(Instant, u64), Action>,
     next: u64,
     started: bool,
+    /// The thread waits on `changed` (not running actions, which sets the
+    /// deadlines a repeating check sets without waking anybody: it looks
+    /// at them again before it waits).
+    waiting: bool,
 }
 
 /// A pending deadline: dropping it cancels its action (a no-op once run).
@@ -86,7 +82,7 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
                 state.started = false;
                 eprintln!("scriptling-plugin: cannot start the timer thread: {e}; deadlines wait for the next one");
             }
-        } else if earliest && !ON_TIMER_THREAD.with(Cell::get) {
+        } else if earliest && state.waiting {
             timer.changed.notify_one();
         }
     }
@@ -95,7 +91,6 @@ pub(crate) fn after(delay: Duration, action: impl FnOnce() + Send + 'static) -> 
 
 impl Timer {
     fn run(&self) {
-        ON_TIMER_THREAD.with(|on| on.set(true));
         let mut state = lock(&self.state);
         loop {
             let now = Instant::now();
@@ -114,6 +109,7 @@ impl Timer {
                 state = lock(&self.state);
                 continue;
             }
+            state.waiting = true;
             state = match state.due.first_key_value() {
                 Some(((at, _), _)) => {
                     let left = at.saturating_duration_since(now);
@@ -121,6 +117,7 @@ impl Timer {
                 }
                 None => self.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
             };
+            state.waiting = false;
         }
     }
 }
