@@ -370,6 +370,26 @@ fn a_request_over_the_configured_timeout_gets_an_error_and_serving_continues() {
 }
 
 #[test]
+fn async_handlers_of_different_clients_run_side_by_side() {
+    // HTTP serves on tokio's multi-thread scheduler, one worker per core.
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("skipped: one core, one worker");
+        return;
+    }
+    let served = Served::fixture(&[]);
+    std::thread::scope(|scope| {
+        let blocked = scope.spawn(|| served.call(&[], "async_block_ms", json!([i(3000)])));
+        // Let the blocking call start first.
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        assert_eq!(served.call(&[], "async_sleep_ms", json!([i(1)]))["result"], i(1));
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(2000), "an async call waited {took:?} for another client's");
+        assert_eq!(blocked.join().unwrap()["result"], i(3000));
+    });
+}
+
+#[test]
 fn an_invalid_switch_is_a_clear_startup_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
         .env("SCRIPTLING_PLUGIN_LISTEN", "127.0.0.1:0")

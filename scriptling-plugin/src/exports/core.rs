@@ -18,6 +18,11 @@ pub(crate) struct Options {
     /// `log_ack_timeout`, `callback_timeout`, `busy_object_timeout`.
     pub(crate) waits: Waits,
     pub(crate) max_sync_threads: usize,
+    /// `Plugin::async_worker_threads`: `None` runs async handlers on one
+    /// thread (tokio's current-thread scheduler), `Some(0)` on one worker
+    /// per core.
+    #[cfg(feature = "multi-thread")]
+    pub(crate) async_workers: Option<usize>,
     pub(crate) input_spin: Duration,
     pub(crate) quick_calls: Duration,
     pub(crate) panic_backtraces: bool,
@@ -33,6 +38,8 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(5),
             waits: Waits::default(),
             max_sync_threads: 512,
+            #[cfg(feature = "multi-thread")]
+            async_workers: None,
             input_spin: Duration::from_micros(50),
             quick_calls: Duration::from_micros(50),
             panic_backtraces: false,

@@ -236,6 +236,43 @@ impl Plugin {
         self
     }
 
+    /// Runs async handlers on tokio's multi-thread scheduler, with
+    /// `threads` workers (0: one per core), instead of on one thread.
+    ///
+    /// By default the runtime that [`run`](Plugin::run) and the network
+    /// servers start runs every async handler on one thread of its own
+    /// (`plugin-tokio`, tokio's current-thread scheduler): async handlers
+    /// are for waiting (on I/O, timers, the host's callbacks), and sync
+    /// handlers, which run on the SDK's pool of up to one thread per core
+    /// whatever this says, are for computing. On one thread, an async
+    /// handler that computes or blocks without awaiting holds up every
+    /// other async handler meanwhile; on the multi-thread scheduler the
+    /// others go on, and `tokio::task::block_in_place` works (the
+    /// current-thread scheduler refuses it). The default keeps tokio's
+    /// multi-thread scheduler out of the program: it links `libm`, which on
+    /// a 2-core VM cost a plugin ~0.1 ms of its start and 0.4 MiB resident
+    /// (the host starts a plugin for every script run that loads it).
+    /// [`serve_stdio`](Plugin::serve_stdio) runs async handlers on the
+    /// runtime it is awaited in, whatever this says. HTTP serving runs on
+    /// the multi-thread scheduler always, one worker per core unless this
+    /// says how many.
+    ///
+    /// Needs the `multi-thread` feature (which `http` turns on).
+    ///
+    /// ```
+    /// use scriptling_plugin::Plugin;
+    ///
+    /// // Async handlers that compute: one worker per core.
+    /// let plugin = Plugin::new("crunch", "1.0.0", "").async_worker_threads(0);
+    /// # drop(plugin);
+    /// ```
+    #[cfg(feature = "multi-thread")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multi-thread")))]
+    pub fn async_worker_threads(mut self, threads: usize) -> Self {
+        self.options.async_workers = Some(threads);
+        self
+    }
+
     /// The most threads sync handlers may occupy at once (default 512).
     ///
     /// A sync handler waiting on a host callback keeps its thread but not

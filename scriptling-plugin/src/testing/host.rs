@@ -57,7 +57,7 @@ impl Host {
         let core = Arc::new(plugin.build()?);
         let (plugin_in, host_out) = std::io::pipe()?;
         let (host_in, plugin_out) = std::io::pipe()?;
-        let runtime = crate::transport::runtime()?;
+        let runtime = crate::transport::async_runtime::AsyncRuntime::start(&core.options)?;
         let stop = Arc::new(Stop::new()?);
         let lines = LineReader::new(Input::new(plugin_in, Arc::clone(&stop)), core.options.max_frame_bytes);
         let session = Session::start(Setup::stdio(core, runtime.handle().clone()), lines, stop, Box::new(plugin_out))?;
@@ -65,7 +65,7 @@ impl Host {
         let (finished_tx, finished) = mpsc::channel();
         std::thread::Builder::new().name("scriptling-test-plugin".into()).spawn(move || {
             let result = session.run_to_end();
-            runtime.shutdown_background();
+            drop(runtime);
             let _ = finished_tx.send(result);
         })?;
         let backend = Backend::InProcess { finished: Some(finished), link };

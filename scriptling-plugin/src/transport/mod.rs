@@ -1,6 +1,7 @@
 //! Transports: stdio and HTTP, each feeding the dispatcher, and the
 //! `Plugin` methods that serve a plugin over them.
 
+pub(crate) mod async_runtime;
 pub(crate) mod cli;
 #[cfg(feature = "http")]
 pub(crate) mod http;
@@ -15,9 +16,9 @@ use std::sync::Arc;
 use crate::exports::describe;
 use crate::exports::error::ServeError;
 use crate::exports::plugin::Plugin;
-use crate::runtime::dispatch::parallelism;
 use crate::runtime::panic;
 use crate::sys::{self, Stop};
+use crate::transport::async_runtime::AsyncRuntime;
 use crate::transport::cli::Command;
 use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
@@ -133,7 +134,7 @@ impl Plugin {
         if waiting {
             session::answer_early_handshake(&core, &mut lines, &mut out);
         }
-        let rt = self::runtime()?;
+        let rt = AsyncRuntime::start(&core.options)?;
         sys::tune_allocator();
         panic::install_hook(core.options.panic_backtraces);
         let setup = Setup::stdio(Arc::new(core), rt.handle().clone());
@@ -143,7 +144,7 @@ impl Plugin {
         }
         let result = session.run_to_end();
         // Handlers still running past the grace period are abandoned, not waited for.
-        rt.shutdown_background();
+        drop(rt);
         result
     }
 
@@ -166,6 +167,11 @@ impl Plugin {
     /// Serves the plugin over HTTP with `config`, on a runtime of its own,
     /// until SIGINT or SIGTERM (Ctrl-C or Ctrl-Break on Windows); then
     /// in-flight requests finish and every object is dropped.
+    ///
+    /// The runtime is tokio's multi-thread scheduler, one worker per core
+    /// unless [`async_worker_threads`](Plugin::async_worker_threads) says
+    /// otherwise: the connections and the async handlers of many clients
+    /// run side by side (sync handlers run on the SDK's pool, as always).
     #[cfg(feature = "http")]
     #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn serve_http_with(self, config: crate::transport::http::HttpConfig) -> Result<(), ServeError> {
@@ -253,18 +259,16 @@ impl Plugin {
 
 /// What a network server that owns the process (`--listen` over TCP or
 /// HTTP) sets up around serving: SIGINT/SIGTERM call `stop` once (and are
-/// given back their previous handlers after), the allocator tuning, the
-/// panic hook and the runtime. Handlers still running past the grace period
-/// are abandoned, not waited for.
+/// given back their previous handlers after), the allocator tuning and the
+/// panic hook; `serve` starts the runtime it needs.
 pub(crate) fn serve_owning_process(
     panic_backtraces: bool,
     stop: impl FnOnce() + Send + 'static,
-    serve: impl FnOnce(&tokio::runtime::Runtime) -> Result<(), ServeError>,
+    serve: impl FnOnce() -> Result<(), ServeError>,
 ) -> Result<(), ServeError> {
     let signals = Signals::install();
     sys::tune_allocator();
     panic::install_hook(panic_backtraces);
-    let rt = runtime()?;
     let _watch = match signals {
         Some(signals) => Some(signals.watch(move |signal| {
             eprintln!("scriptling-plugin: {signal} received, stopping (send it again to exit at once)");
@@ -272,19 +276,7 @@ pub(crate) fn serve_owning_process(
         })?),
         None => None,
     };
-    let result = serve(&rt);
-    rt.shutdown_background();
-    result
-}
-
-/// The runtime `run` and `serve_http` serve on: one worker per core (the
-/// core count is asked once, shared with the sync pool).
-pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(parallelism())
-        .enable_all()
-        .thread_name("plugin-tokio")
-        .build()
+    serve()
 }
 
 // Where glibc is the allocator, `sys::tune_allocator` makes it serve

@@ -70,6 +70,7 @@ use crate::exports::error::ServeError;
 use crate::runtime::dispatch::Dispatcher;
 use crate::runtime::pool::Pool;
 use crate::runtime::teardown;
+use crate::transport::async_runtime;
 use crate::transport::http::conn::{Activity, Watched};
 use crate::transport::http::service::Service;
 use crate::transport::refusals::Refusals;
@@ -82,8 +83,11 @@ pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
     let stop_on_signal = move || {
         let _ = stop_tx.send(());
     };
-    super::serve_owning_process(core.options.panic_backtraces, stop_on_signal, |rt| {
-        rt.block_on(async {
+    super::serve_owning_process(core.options.panic_backtraces, stop_on_signal, || {
+        // A server's connections are tasks: they run side by side, one
+        // worker per core unless the plugin says how many.
+        let rt = async_runtime::multi_thread(core.options.async_workers.unwrap_or(0))?;
+        let served = rt.block_on(async {
             let stop = async {
                 // Without signals (already caught elsewhere), serve until killed.
                 if stop_rx.await.is_err() {
@@ -91,7 +95,10 @@ pub(crate) fn run(core: Core, config: HttpConfig) -> Result<(), ServeError> {
                 }
             };
             serve(Arc::new(core), config, stop, |_| {}).await
-        })
+        });
+        // Handlers still running past the grace period are abandoned, not waited for.
+        rt.shutdown_background();
+        served
     })
 }
 

@@ -55,6 +55,7 @@ use crate::exports::error::ServeError;
 use crate::runtime::pool::Pool;
 use crate::support::lock;
 use crate::sys::{self, Readable, Stop};
+use crate::transport::async_runtime::AsyncRuntime;
 use crate::transport::refusals::Refusals;
 use crate::transport::session::input::Input;
 use crate::transport::session::lines::LineReader;
@@ -68,7 +69,12 @@ pub(crate) fn run(core: Core, config: TcpConfig) -> Result<(), ServeError> {
     super::serve_owning_process(
         core.options.panic_backtraces,
         move || on_signal.stop(),
-        |rt| serve(Arc::new(core), config, &stop, rt.handle().clone()),
+        || {
+            // Handlers still running past the grace period are abandoned
+            // when it drops, not waited for.
+            let rt = AsyncRuntime::start(&core.options)?;
+            serve(Arc::new(core), config, &stop, rt.handle().clone())
+        },
     )
 }
 
