@@ -536,3 +536,66 @@ fn the_reader_polls_for_the_next_request_instead_of_sleeping_when_asked() {
         "polling stdin should save the reading thread a sleep per call: {sleeping:.2} sleeps per call without, {polling:.2} with"
     );
 }
+
+/// CPU time of every thread of process `pid` so far (Linux).
+#[cfg(target_os = "linux")]
+fn cpu_time(pid: u32) -> Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let nanos = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// The fixture's CPU time per callback, polling stdin for `spin` when an
+/// answer is due, over `calls` calls of `call_me` whose callback the host
+/// answers `delay` after it is asked.
+#[cfg(target_os = "linux")]
+fn cpu_per_callback(spin: Duration, calls: u32, delay: Duration) -> Duration {
+    let spin_us = spin.as_micros().to_string();
+    let mut raw = common::Raw::spawn(
+        Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))
+            .env("FIXTURE_INPUT_SPIN_US", spin_us)
+            .env("FIXTURE_CALLBACK_TIMEOUT_MS", "10000"),
+    );
+    raw.handshake();
+    let before = cpu_time(raw.child.id());
+    for id in 0..calls {
+        raw.send(&common::call_line(u64::from(id), "call_me", r#"{"type":"callback","callback":{"id":"cb"}}"#));
+        let asked = raw.recv().expect("the callback request");
+        assert_eq!(asked["method"], "callback.call", "{asked}");
+        std::thread::sleep(delay);
+        raw.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"type": "int", "value": 1}}).to_string());
+        let answer = raw.recv().expect("the call's answer");
+        assert_eq!(answer["result"]["value"], 1, "{answer}");
+    }
+    let per_callback = (cpu_time(raw.child.id()) - before) / calls;
+    raw.close_input();
+    raw.wait(Duration::from_secs(10));
+    per_callback
+}
+
+#[test]
+#[cfg(target_os = "linux")] // reads the plugin's CPU time in /proc
+fn a_callback_answered_slowly_is_not_polled_for_again() {
+    if std::thread::available_parallelism().map_or(2, usize::from) < 2 {
+        eprintln!("one CPU: the input spin is off there, nothing to measure");
+        return;
+    }
+    // A script's callback takes the real host ~100 µs, past the spin: each
+    // wait polled for it would cost the whole spin in CPU for nothing. Here
+    // the spin is 2 ms and the host answers after 5 ms: polling every time
+    // costs ~2 ms of CPU a callback more than not polling (less when the
+    // cores are shared, as the poll yields); learning from the first costs
+    // it once.
+    let (calls, delay) = (40, Duration::from_millis(5));
+    let polling = cpu_per_callback(Duration::from_millis(2), calls, delay);
+    let not_polling = cpu_per_callback(Duration::ZERO, calls, delay);
+    let spent = polling.saturating_sub(not_polling);
+    assert!(
+        spent < Duration::from_micros(400),
+        "a callback the host answers after the spin cost {spent:?} more CPU with the spin ({polling:?} against \
+         {not_polling:?}): the input was polled for it every time"
+    );
+}

@@ -292,10 +292,13 @@ impl Plugin {
     /// once), and an idle thread of the sync pool for queued work.
     ///
     /// A message is due while the plugin awaits the host's answer (a
-    /// callback's result), and after answering a call when the host sent
-    /// that call within this time of the answer before it (a client calling
-    /// in a tight loop; a Scriptling script, which runs between calls, is
-    /// not polled for). A thread asleep takes from ~3 µs (bare metal) to
+    /// callback's result; for a call that reads its callback's answer on
+    /// its own thread, only while the host's last such answer came within
+    /// this time: a Scriptling callback, which the real host runs in
+    /// ~100 µs, is not polled for), and after answering a call when the
+    /// host sent that call within this time of the answer before it (a
+    /// client calling in a tight loop; a Scriptling script, which runs
+    /// between calls, is not polled for). A thread asleep takes from ~3 µs (bare metal) to
     /// ~25 µs (a virtual machine's idle core) to wake; polling saves that:
     /// sequential round trips measured 11.5 µs with it and 40 µs without,
     /// on a 2-core VM, and a callback's round trip 16 µs against 62 µs. The

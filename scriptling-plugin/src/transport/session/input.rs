@@ -55,8 +55,11 @@ pub(crate) struct Input<R> {
     last_read: Instant,
     /// How long to poll the input before sleeping, when an answer is due.
     spin: Duration,
-    /// An answer from the host is due (see [`Input::expect_answer`]).
+    /// An answer from the host is due (see [`Input::expect_soon`]).
     expecting: bool,
+    /// [`wait_for_bytes`](Input::wait_for_bytes) found bytes (or the stop):
+    /// the next read need not wait for them again.
+    waited: bool,
     /// How long a line may take once begun (`None`: for ever).
     line_limit: Option<Duration>,
     /// When the line not yet finished began (`None`: none has).
@@ -73,6 +76,7 @@ impl<R: Readable> Input<R> {
             last_read: Instant::now(),
             spin: Duration::ZERO,
             expecting: false,
+            waited: false,
             line_limit: None,
             line_started: None,
         }
@@ -169,16 +173,16 @@ impl<R: Readable> Input<R> {
     /// input has bytes (or has ended, or the reading is stopped): `true`;
     /// `false` once `until` has passed.
     pub(crate) fn wait_for_bytes(&mut self, until: Instant) -> io::Result<bool> {
-        if self.spin() {
-            return Ok(true);
-        }
-        sys::wait_readable(&self.inner, &self.stop, until)
+        let ready = self.spin() || sys::wait_readable(&self.inner, &self.stop, until)?;
+        self.waited = ready;
+        Ok(ready)
     }
 }
 
 impl<R: Readable> Read for Input<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut ready = self.spin();
+        // (A stopped input is read as the stop says, ready or not.)
+        let mut ready = std::mem::take(&mut self.waited) || self.spin();
         loop {
             let quiet = match &mut self.quiet {
                 None => None,

@@ -156,6 +156,7 @@ impl Session {
             _ended,
             answered: None,
             quick_host: false,
+            quick_answers: true,
             quick_calls: false,
             quick_limit: quick_calls,
             holds: false,

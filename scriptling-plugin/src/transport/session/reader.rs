@@ -93,6 +93,11 @@ pub(crate) struct Reader<R> {
     /// The host sent its last request within the input's spin of the
     /// answer before it: after an answer, the input is polled for the next.
     pub(crate) quick_host: bool,
+    /// The host's last answer to a request of the plugin's that a call read
+    /// for itself came within the input's spin of the wait's start: the
+    /// input is polled for the next such answer (a script's callback,
+    /// which the real host runs in ~100 µs, is not polled for).
+    pub(crate) quick_answers: bool,
     /// The last call run on a reading thread ended within `quick_limit`:
     /// calls read behind others run on the reading thread too.
     pub(crate) quick_calls: bool,
@@ -363,9 +368,15 @@ impl<R: Readable> Reader<R> {
     /// slowly). `false` if the reading ended.
     fn read_while_waiting(&mut self, answered: &mut dyn FnMut() -> bool, until: Instant) -> bool {
         let routes = Arc::clone(&self.routes);
-        self.lines.source_mut().expect_soon(true);
+        let started = Instant::now();
+        let spin = self.lines.source_mut().spin_time();
+        self.lines.source_mut().expect_soon(self.quick_answers);
         loop {
-            if answered() || Instant::now() >= until {
+            if answered() {
+                self.quick_answers = started.elapsed() < spin;
+                return true;
+            }
+            if Instant::now() >= until {
                 return true;
             }
             if self.lines.has_line_buffered() {
@@ -375,7 +386,7 @@ impl<R: Readable> Reader<R> {
                     Step::Read => {}
                     Step::End => return false,
                 }
-                self.lines.source_mut().expect_soon(true);
+                self.lines.source_mut().expect_soon(self.quick_answers);
                 continue;
             }
             if self.lines.has_bytes_buffered() || routes.writer.over_high_water() {
