@@ -690,6 +690,29 @@ fn a_large_payload_is_not_kept_while_its_call_runs() {
     host.wait(WAIT).unwrap();
 }
 
+#[test]
+#[cfg(target_os = "linux")] // reads the peak of resident memory from /proc
+fn a_large_string_argument_takes_over_its_line_instead_of_being_copied() {
+    let host = Host::spawn(Command::new(env!("CARGO_BIN_EXE_fixture-plugin"))).unwrap();
+    host.handshake().unwrap();
+    let pid = host.pid().unwrap();
+    let start = peak_rss_kib(pid);
+    let payload = "x".repeat(16 << 20);
+    assert!(matches!(host.call("resident_kib", [Value::from(payload)]).unwrap(), Value::Int(_)));
+    // The line and a copy of the argument out of it would be 32 MiB at
+    // once; the argument made of the line is 16.
+    let grown = peak_rss_kib(pid).saturating_sub(start);
+    assert!(grown < 24 << 10, "a 16 MiB argument grew the peak by {grown} KiB");
+    // The argument arrived whole, wherever it lay in the line.
+    let echo = |args: Vec<Value>| host.call("echo", args).unwrap();
+    let big = "y".repeat(3 << 20);
+    assert_eq!(echo(vec![Value::from(big.as_str())]).as_str().map(str::len), Some(big.len()));
+    let nested = Value::List(vec![Value::from("a"), Value::from(big.as_str()), Value::from("b")]);
+    assert_eq!(echo(vec![nested.clone()]), nested);
+    host.shutdown().unwrap();
+    host.wait(WAIT).unwrap();
+}
+
 // ---- compatibility with scripts written for the Go SDK -------------------------------
 
 #[test]

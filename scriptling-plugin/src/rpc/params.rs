@@ -25,6 +25,14 @@ pub(crate) struct CallParams {
     pub(crate) kwargs: Option<BTreeMap<String, Value>>,
 }
 
+impl crate::value::taken::HoldsStrings for CallParams {
+    fn marker(&mut self, marker: usize) -> Option<&mut String> {
+        let args = self.args.iter_mut().flatten();
+        let kwargs = self.kwargs.iter_mut().flat_map(|kwargs| kwargs.values_mut());
+        args.chain(kwargs).find_map(|value| value.marker(marker))
+    }
+}
+
 impl CallParams {
     /// Takes the positional and keyword arguments (absent ones are empty).
     pub(crate) fn arguments(&mut self) -> (Vec<Value>, BTreeMap<String, Value>) {

@@ -27,8 +27,8 @@ use crate::runtime::done::Done;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::invoke::{self, Call, Encode};
 use crate::runtime::pool::{Job, Pool};
-use crate::value::codec;
 use crate::value::plain::PlainObject;
+use crate::value::{codec, taken};
 
 /// The bytes a request was parsed from, kept alive while its params are
 /// still raw, and shared by every request of a batch.
@@ -496,13 +496,20 @@ impl DecodeJob {
                 }
             };
         }
-        // Params lie between JSON tokens, so a checked frame slices to text.
-        let parsed = match frame.text().and_then(|text| text.get(range.clone())) {
-            Some(text) => codec::decode_str::<CallParams>(text),
-            None => codec::decode::<CallParams>(&frame.as_ref()[range]),
+        let parsed = match frame {
+            // A large line of this request's alone: a large string in it
+            // takes the line over instead of being copied out of it.
+            Bytes::WholeText(line) => match Arc::try_unwrap(line) {
+                Ok(line) => taken::decode_owned::<CallParams>(line, range),
+                Err(line) => codec::decode::<CallParams>(&line.as_bytes()[range]),
+            },
+            // Params lie between JSON tokens, so a checked frame slices to text.
+            frame => match frame.text().and_then(|text| text.get(range.clone())) {
+                Some(text) => codec::decode_str::<CallParams>(text),
+                None => codec::decode::<CallParams>(&frame.as_ref()[range]),
+            },
         };
-        // The frame (perhaps a 16 MiB line) is let go of once decoded.
-        drop(frame);
+        // The frame (perhaps a 16 MiB line) was let go of once decoded.
         match parsed {
             Ok(params) => dispatcher.route(method, Some(params), owner, done, here),
             Err(e) => {

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::ser::{Error as _, Serialize, SerializeMap, Serializer};
 
-use crate::value::{CallbackRef, ObjectRef, Value};
+use crate::value::{CallbackRef, ObjectRef, Value, taken};
 
 /// The deepest nesting of values accepted on input.
 pub(crate) const MAX_DEPTH: usize = 1_000;
@@ -291,6 +291,10 @@ impl<'de> Deserialize<'de> for Scalar {
             }
             fn visit_f64<E>(self, f: f64) -> Result<Scalar, E> {
                 Ok(Scalar::F64(f))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Scalar, E> {
+                // A large one may take over the line it lies in.
+                Ok(Scalar::Str(taken::to_owned(s)))
             }
             fn visit_str<E>(self, s: &str) -> Result<Scalar, E> {
                 Ok(Scalar::Str(s.to_owned()))

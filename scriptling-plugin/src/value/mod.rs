@@ -8,6 +8,7 @@ pub(crate) mod convert;
 pub(crate) mod derive;
 pub(crate) mod json;
 pub(crate) mod plain;
+pub(crate) mod taken;
 
 use std::collections::BTreeMap;
 use std::fmt;
