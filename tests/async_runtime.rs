@@ -1,12 +1,13 @@
-//! Where async handlers run: by default on one thread of their own, so
-//! one that blocks holds up the others (sync handlers are not held up);
-//! with `Plugin::async_worker_threads`, on tokio's multi-thread scheduler,
-//! side by side.
+//! Where async handlers run: by default on one thread of their own (tokio's
+//! current-thread scheduler), so one that blocks holds up the others (sync
+//! handlers are not held up), and the blocking forms that could wait on
+//! another async handler are refused; with `Plugin::async_worker_threads`,
+//! on tokio's multi-thread scheduler, side by side.
 
 use std::time::{Duration, Instant};
 
 use scriptling_plugin::testing::Host;
-use scriptling_plugin::{Plugin, Value, plugin_fn};
+use scriptling_plugin::{CallError, Object, Plugin, Value, plugin_class, plugin_fn};
 
 /// Blocks the thread it runs on for `ms` (a misuse in async code), then
 /// returns `ms`.
@@ -23,6 +24,44 @@ async fn async_thread_name() -> String {
     std::thread::current().name().unwrap_or_default().to_owned()
 }
 
+/// The scheduler it runs on.
+#[plugin_fn]
+async fn async_runtime_flavor() -> String {
+    format!("{:?}", tokio::runtime::Handle::current().runtime_flavor())
+}
+
+/// A counter, to be read from async code.
+#[plugin_class]
+struct Tally {
+    value: i64,
+}
+
+#[plugin_class]
+impl Tally {
+    #[constructor]
+    fn new(value: i64) -> Self {
+        Tally { value }
+    }
+}
+
+/// Reads `tally` with the blocking form, which async code must not use.
+#[plugin_fn]
+async fn read_blocking(tally: Object<Tally>) -> Result<i64, CallError> {
+    Ok(tally.read()?.value)
+}
+
+/// Writes `tally` with the blocking form, which async code must not use.
+#[plugin_fn]
+async fn write_blocking(tally: Object<Tally>) -> Result<i64, CallError> {
+    Ok(tally.write()?.value)
+}
+
+/// Reads `tally` as async code does.
+#[plugin_fn]
+async fn read_awaiting(tally: Object<Tally>) -> Result<i64, CallError> {
+    Ok(tally.read_async().await?.value)
+}
+
 /// Returns `n` (sync).
 #[plugin_fn]
 fn echo(n: i64) -> i64 {
@@ -30,7 +69,15 @@ fn echo(n: i64) -> i64 {
 }
 
 fn plugin() -> Plugin {
-    Plugin::new("runtime", "1.0.0", "").function::<block_thread_ms>().function::<async_thread_name>().function::<echo>()
+    Plugin::new("runtime", "1.0.0", "")
+        .function::<block_thread_ms>()
+        .function::<async_thread_name>()
+        .function::<async_runtime_flavor>()
+        .function::<echo>()
+        .class::<Tally>()
+        .function::<read_blocking>()
+        .function::<write_blocking>()
+        .function::<read_awaiting>()
 }
 
 /// How long the calls made by `during` take while `block_thread_ms`
@@ -55,6 +102,7 @@ fn timed(call: impl FnOnce() -> Value, expected: Value) -> Duration {
 #[test]
 fn async_handlers_share_one_thread_by_default_and_sync_ones_are_not_held_up() {
     let host = Host::in_process(plugin()).unwrap();
+    assert_eq!(host.call("async_runtime_flavor", []).unwrap(), Value::from("CurrentThread"));
     assert_eq!(host.call("async_thread_name", []).unwrap(), Value::from("plugin-tokio"));
     let block = Duration::from_millis(1500);
     let took = while_a_handler_blocks(&host, block, || {
@@ -69,9 +117,24 @@ fn async_handlers_share_one_thread_by_default_and_sync_ones_are_not_held_up() {
 #[test]
 fn async_worker_threads_runs_async_handlers_side_by_side() {
     let host = Host::in_process(plugin().async_worker_threads(2)).unwrap();
+    assert_eq!(host.call("async_runtime_flavor", []).unwrap(), Value::from("MultiThread"));
     let block = Duration::from_millis(3000);
     let took = while_a_handler_blocks(&host, block, || {
         timed(|| host.call("async_thread_name", []).unwrap(), Value::from("plugin-tokio"))
     });
     assert!(took < Duration::from_millis(2000), "an async call waited {took:?} for a blocked one");
+}
+
+#[test]
+fn async_handlers_are_refused_the_blocking_object_forms() {
+    // On one thread, a blocking borrow behind an async holder (which can
+    // run again only on that thread) would wait for ever.
+    let host = Host::in_process(plugin()).unwrap();
+    let tally = host.new_object("Tally", [Value::Int(5)]).unwrap();
+    let arg = || [Value::Object(tally.clone())];
+    for (function, asked) in [("read_blocking", "read_async().await"), ("write_blocking", "write_async().await")] {
+        let err = host.call(function, arg()).unwrap_err();
+        assert!(err.message().contains(&format!("use `{asked}` in async code")), "{function}: {err}");
+    }
+    assert_eq!(host.call("read_awaiting", arg()).unwrap(), Value::Int(5));
 }

@@ -661,10 +661,10 @@ fn what_smaller_payloads_left_free_does_not_stack_under_a_large_ones_peak() {
     for _ in 0..10 {
         greet(1 << 20);
     }
-    // A 16 MiB payload's line, then its argument and its result, two at a
-    // time: 32 MiB over the plugin's start, and a little for the rest:
-    // 34.2 MiB (hello, debug build, 2026-11-26); 38.0-38.3 MiB with the
-    // 1 MiB payloads' leftovers under it.
+    // A 16 MiB payload's line, which becomes its argument, and its result:
+    // 32 MiB over the plugin's start, and a little for the rest: 34.2 MiB
+    // (hello, debug build, 2026-11-26, when the argument was a copy of the
+    // line); 38.0-38.3 MiB with the 1 MiB payloads' leftovers under it.
     greet(16 << 20);
     let grown = peak_rss_kib(pid).saturating_sub(start);
     assert!(grown < (36 << 10) + 512, "a 16 MiB payload after 1 MiB ones grew the peak by {grown} KiB");
@@ -682,8 +682,8 @@ fn a_large_payload_is_not_kept_while_its_call_runs() {
     let idle = resident(String::new());
     let mib: i64 = 16;
     let held = resident("x".repeat(16 << 20));
-    // While the handler runs, it holds its argument (16 MiB); the request's
-    // line (another 16 MiB) was let go once the arguments were parsed.
+    // While the handler runs, it holds its argument (16 MiB), which the
+    // request's line became (a large string takes its line over).
     let grown_mib = (held - idle) / 1024;
     assert!(grown_mib < mib + mib / 2, "{grown_mib} MiB resident for a {mib} MiB argument");
     host.shutdown().unwrap();

@@ -52,14 +52,14 @@
 //! | `tracing` | no | `tracing` events sent to the host's log |
 //! | `log` | no | `log` records sent to the host's log |
 //! | `http` | no | serving over HTTP (`Plugin::serve_http`, `--listen`); turns on `multi-thread` |
-//! | `multi-thread` | no | async handlers on tokio's multi-thread scheduler (`Plugin::async_worker_threads`) |
+//! | `multi-thread` | no | `Plugin::async_worker_threads`: async handlers on tokio's multi-thread scheduler |
 //!
 //! Async handlers run on one thread of their own unless
 //! `Plugin::async_worker_threads` (with `multi-thread`) says otherwise: they
 //! are for waiting, and sync handlers, on the SDK's pool of up to one thread
 //! per core, are for computing. Tokio's multi-thread scheduler links `libm`
 //! into the program: measured, a stdio plugin built with it starts ~0.1 ms
-//! later (of ~1.3 ms) and idles 0.4 MiB larger. `http` links it and an HTTP
+//! later (of ~1.3 ms) and idles 0.3-0.5 MiB larger. `http` links it and an HTTP
 //! server into the program even where it serves stdio: such a plugin idles
 //! about 0.8 MiB larger and starts ~0.15 ms later than one without. Turn it
 //! on only in plugins that serve HTTP (TCP serving needs no feature).

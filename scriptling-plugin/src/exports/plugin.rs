@@ -250,7 +250,7 @@ impl Plugin {
     /// others go on, and `tokio::task::block_in_place` works (the
     /// current-thread scheduler refuses it). The default keeps tokio's
     /// multi-thread scheduler out of the program: it links `libm`, which on
-    /// a 2-core VM cost a plugin ~0.1 ms of its start and 0.4 MiB resident
+    /// a 2-core VM cost a plugin ~0.1 ms of its start and 0.3-0.5 MiB resident
     /// (the host starts a plugin for every script run that loads it).
     /// [`serve_stdio`](Plugin::serve_stdio) runs async handlers on the
     /// runtime it is awaited in, whatever this says. HTTP serving runs on

@@ -8,7 +8,9 @@ use crate::value::Value;
 
 /// The params of every call method (`function.call`, `object.new`,
 /// `object.call_method`, `object.destroy`): each requires its own names,
-/// and ignores the others and any unknown field.
+/// and ignores the others and any unknown field. (A field holding values
+/// must be searched by its `HoldsStrings` too, or a large string taken over
+/// from its line would reach the handler as the empty marker.)
 #[derive(Deserialize, Debug, Default, PartialEq)]
 pub(crate) struct CallParams {
     #[serde(default)]

@@ -501,7 +501,10 @@ impl DecodeJob {
             // takes the line over instead of being copied out of it.
             Bytes::WholeText(line) => match Arc::try_unwrap(line) {
                 Ok(line) => taken::decode_owned::<CallParams>(line, range),
-                Err(line) => codec::decode::<CallParams>(&line.as_bytes()[range]),
+                Err(line) => match line.get(range.clone()) {
+                    Some(text) => codec::decode_str::<CallParams>(text),
+                    None => codec::decode::<CallParams>(&line.as_bytes()[range]),
+                },
             },
             // Params lie between JSON tokens, so a checked frame slices to text.
             frame => match frame.text().and_then(|text| text.get(range.clone())) {
@@ -509,7 +512,8 @@ impl DecodeJob {
                 None => codec::decode::<CallParams>(&frame.as_ref()[range]),
             },
         };
-        // The frame (perhaps a 16 MiB line) was let go of once decoded.
+        // The frame (perhaps a 16 MiB line) was let go of once decoded, or
+        // became the large string in the params.
         match parsed {
             Ok(params) => dispatcher.route(method, Some(params), owner, done, here),
             Err(e) => {

@@ -8,7 +8,7 @@
 //! up to one thread per core whatever the runtime. Tokio's multi-thread
 //! scheduler, which `Plugin::async_worker_threads` chooses (with the
 //! `multi-thread` feature), would cost every plugin `libm`, which its
-//! scheduler calls for `pow`: ~0.1 ms of start and 0.4 MiB resident
+//! scheduler calls for `pow`: ~0.1 ms of start and 0.3-0.5 MiB resident
 //! (ARCHITECTURE.md, "Speed tricks"). HTTP serving, a server's workload
 //! whose connections are tasks, runs on it always (the `http` feature
 //! turns `multi-thread` on): one worker per core unless
@@ -28,7 +28,8 @@ pub(crate) fn build(options: &Options) -> std::io::Result<Runtime> {
         return multi_thread(threads);
     }
     let _ = options;
-    tokio::runtime::Builder::new_current_thread().enable_all().build()
+    // (The name is its blocking pool's threads'.)
+    tokio::runtime::Builder::new_current_thread().enable_all().thread_name("plugin-tokio").build()
 }
 
 /// Tokio's multi-thread scheduler with `threads` workers (0: one per core),

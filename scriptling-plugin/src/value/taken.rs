@@ -11,11 +11,11 @@
 //! within its own buffer, whose pages are already there) and put where the
 //! marker is.
 //!
-//! The marker is found again by its address, and by being the one decoded
-//! string whose length is below its capacity: a string the codec decodes
-//! is made with `to_owned` (length and capacity equal), so a string that
-//! reused the address of a marker dropped meanwhile (a duplicate `value`
-//! key replaces the first) is never taken for it.
+//! The marker is found again by its address, and by being empty with
+//! memory of its own: an empty string the codec decodes has none (`""` and
+//! `String::new()` allocate nothing), so a string that reused the address
+//! of a marker dropped meanwhile (a duplicate `value` key replaces the
+//! first) is never taken for it.
 
 use std::cell::Cell;
 use std::ops::Range;
@@ -75,12 +75,13 @@ pub(crate) trait HoldsStrings {
 
 impl HoldsStrings for Value {
     fn marker(&mut self, marker: usize) -> Option<&mut String> {
-        match self {
-            Value::String(s) if s.as_ptr() as usize == marker && s.len() < s.capacity() => Some(s),
+        // Values nest up to `codec::MAX_DEPTH` deep: as every pass over them.
+        crate::support::deep(|| match self {
+            Value::String(s) if s.as_ptr() as usize == marker && s.is_empty() && s.capacity() != 0 => Some(s),
             Value::List(items) => items.iter_mut().find_map(|item| item.marker(marker)),
             Value::Dict(entries) => entries.values_mut().find_map(|value| value.marker(marker)),
             _ => None,
-        }
+        })
     }
 }
 
@@ -201,5 +202,29 @@ mod tests {
         let text = format!("[{}]", string(&big));
         let Args(values) = codec::decode_str::<Args>(&text).unwrap();
         assert_eq!(values, [Value::from(big.as_str())]);
+    }
+
+    #[test]
+    fn a_large_string_a_thousand_levels_deep_is_found_on_a_small_stack() {
+        // The search goes as deep as values may nest, on a stack smaller
+        // than a worker thread's (it is wrapped in `support::deep`, as
+        // every pass over values is).
+        let run = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+            let big = "x".repeat(TAKE_FROM);
+            let depth = codec::MAX_DEPTH - 1;
+            let mut line = String::from("[");
+            line.push_str(&r#"{"type":"list","items":["#.repeat(depth - 1));
+            line.push_str(&string(&big));
+            line.push_str(&"]}".repeat(depth - 1));
+            line.push(']');
+            let buffer = line.as_ptr();
+            let Args(values) = decode(line);
+            let mut level = &values[0];
+            while let Value::List(items) = level {
+                level = &items[0];
+            }
+            assert_eq!(level.as_str().map(|s| (s.len(), s.as_ptr())), Some((big.len(), buffer)));
+        });
+        run.unwrap().join().unwrap();
     }
 }

@@ -86,14 +86,16 @@ impl<T: PluginClass> Object<T> {
 
     /// Shared access, blocking while a `&mut` call holds the object or waits
     /// for it ahead of this one. For sync code (sync handlers run on the
-    /// SDK's own worker threads).
+    /// SDK's own worker threads); it fails in an async handler, where it
+    /// could stall the async runtime (use [`read_async`](Object::read_async)).
     pub fn read(&self) -> Result<ObjectReadGuard<T>, CallError> {
         let holder = self.acquire_blocking(Mode::Shared)?;
         Ok(ObjectReadGuard { holder })
     }
 
     /// Exclusive access, blocking while other calls hold the object or wait
-    /// for it ahead of this one.
+    /// for it ahead of this one. For sync code, as [`read`](Object::read)
+    /// (use [`write_async`](Object::write_async) in async handlers).
     pub fn write(&self) -> Result<ObjectWriteGuard<T>, CallError> {
         let holder = self.acquire_blocking(Mode::Exclusive)?;
         Ok(ObjectWriteGuard { holder })
@@ -112,6 +114,19 @@ impl<T: PluginClass> Object<T> {
     }
 
     fn acquire_blocking(&self, mode: Mode) -> Result<Holder<T>, CallError> {
+        // Async handlers share the runtime's thread (by default its only
+        // one): blocking it while the holder waits to be polled again
+        // there would wait for ever.
+        if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
+            let (blocking, async_form) = match mode {
+                Mode::Shared => ("read()", "read_async().await"),
+                Mode::Exclusive => ("write()", "write_async().await"),
+            };
+            return Err(CallError::about_call(format!(
+                "{}: use `{async_form}` in async code; `{blocking}` blocks, and would stall the async runtime",
+                self.entry.describe()
+            )));
+        }
         let (call, bound) = current_call();
         match self.cell.lock.acquire_blocking(mode, call.as_ref(), bound) {
             Ok(()) => Ok(self.holder(mode, call)),

@@ -4,9 +4,11 @@
 //!
 //! While the plugin awaits an answer from the host (a callback's result, a
 //! log record's acknowledgement), the reader polls the input for up to
-//! `Plugin::input_spin` before it sleeps: the answer typically comes within
-//! microseconds, and waking the reader costs up to ~25 µs on a virtual
-//! machine's idle core, once per callback. (See the spin rule in
+//! `Plugin::input_spin` before it sleeps, when the answer is expected that
+//! soon (the reader says so, [`Input::expect_soon`]; a call reading its own
+//! callback's answer expects it while the host's last one came that
+//! quickly): waking the reader costs up to ~25 µs on a virtual machine's
+//! idle core, once per callback. (See the spin rule in
 //! ARCHITECTURE.md: a thread that expects the host's next message within
 //! microseconds polls for it; the other such thread is an idle pool thread.)
 //! Where the input cannot be asked whether it has bytes without reading

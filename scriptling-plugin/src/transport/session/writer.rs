@@ -10,8 +10,9 @@
 //! or log record then costs no thread wake-up (measured in ARCHITECTURE.md:
 //! callback round trips 29 → 20 µs, log records 20 → 15 µs). Such a write
 //! blocks its sender while the host's pipe is full, as any handler may
-//! block; so a reading thread while it reads, and async tasks (tokio's
-//! workers, shared by every task) never take this path: they always queue.
+//! block; so a reading thread while it reads, and async tasks (the async
+//! runtime's thread or workers, shared by every task) never take this
+//! path: they always queue.
 //! (A reading thread running a call it read has put its reading down; its
 //! call writes as any handler does, see [`sending`].) A second trick: a
 //! reading thread holds back the answer of a call read with more lines
@@ -63,7 +64,7 @@ const PIECE: usize = 64 * 1024;
 pub(crate) enum Sends {
     /// Always queued for the writer thread: a reading thread while it
     /// reads (a full pipe must not stop the reading), or a tokio task (a
-    /// blocked worker would stall every task on it).
+    /// blocked runtime thread would stall every task on it).
     Queued,
     /// Written by the sender itself when it finds the stream idle: a
     /// handler thread, which may block.
