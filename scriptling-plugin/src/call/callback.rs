@@ -213,7 +213,7 @@ impl Callback {
     /// For sync handlers; `async` ones use [`call_async`](Callback::call_async)
     /// (this form fails there, since it would stall the async runtime).
     pub fn call(&self, args: impl IntoArgs) -> Result<Returned<'_>, CallError> {
-        if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
+        if context::in_async() {
             return Err(CallError::new(format!(
                 "{}: use `call_async(..).await` in async code; the blocking form would stall the async runtime",
                 self.origin()

@@ -193,6 +193,12 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&CallScope>) -> R) -> R {
     CURRENT.with(|c| f(c.borrow().as_ref()))
 }
 
+/// Whether this thread is polling an async handler: blocking here would
+/// stall the async runtime (by default a single thread).
+pub(crate) fn in_async() -> bool {
+    with_current(|scope| scope.is_some_and(|s| s.in_async))
+}
+
 /// The current call's name, if the SDK is running one on this thread.
 pub(crate) fn current_label() -> Option<Label> {
     with_current(|scope| scope.map(|s| s.call.label.clone()))

@@ -501,14 +501,10 @@ impl DecodeJob {
             // takes the line over instead of being copied out of it.
             Bytes::WholeText(line) => match Arc::try_unwrap(line) {
                 Ok(line) => taken::decode_owned::<CallParams>(line, range),
-                Err(line) => match line.get(range.clone()) {
-                    Some(text) => codec::decode_str::<CallParams>(text),
-                    None => codec::decode::<CallParams>(&line.as_bytes()[range]),
-                },
+                Err(line) => codec::decode_str_range::<CallParams>(&line, range),
             },
-            // Params lie between JSON tokens, so a checked frame slices to text.
-            frame => match frame.text().and_then(|text| text.get(range.clone())) {
-                Some(text) => codec::decode_str::<CallParams>(text),
+            frame => match frame.text() {
+                Some(text) => codec::decode_str_range::<CallParams>(text, range),
                 None => codec::decode::<CallParams>(&frame.as_ref()[range]),
             },
         };

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::ser::{Error as _, Serialize, SerializeMap, Serializer};
@@ -53,6 +54,15 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Res
 /// then not checked again).
 pub(crate) fn decode_str<'a, T: Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> {
     decode_from(serde_json::Deserializer::from_str(text))
+}
+
+/// [`decode_str`] of `text[range]`, a value between JSON tokens (so on
+/// character boundaries; were it not, its bytes are decoded and checked).
+pub(crate) fn decode_str_range<'a, T: Deserialize<'a>>(text: &'a str, range: Range<usize>) -> serde_json::Result<T> {
+    match text.get(range.clone()) {
+        Some(text) => decode_str(text),
+        None => decode(&text.as_bytes()[range]),
+    }
 }
 
 fn decode_from<'a, R: serde_json::de::Read<'a>, T: Deserialize<'a>>(

@@ -29,23 +29,25 @@ use crate::value::codec;
 /// on a copy gets a mapping of its own (`sys::tune_allocator`).
 pub(crate) const TAKE_FROM: usize = 2 << 20;
 
-/// The bytes of the line being decoded by [`decode_owned`] on this thread.
+/// What [`decode_owned`] is decoding on this thread: where the line's bytes
+/// are, and the string left out of it, once found.
 #[derive(Clone, Copy)]
-struct Line {
+struct Decoding {
     start: usize,
     end: usize,
+    taken: Option<Taken>,
 }
 
 /// The string left out of the line: where it lies, and its marker's address.
 #[derive(Clone, Copy)]
 struct Taken {
-    range: (usize, usize),
+    from: usize,
+    to: usize,
     marker: usize,
 }
 
 thread_local! {
-    static LINE: Cell<Option<Line>> = const { Cell::new(None) };
-    static TAKEN: Cell<Option<Taken>> = const { Cell::new(None) };
+    static DECODING: Cell<Option<Decoding>> = const { Cell::new(None) };
 }
 
 /// `text`, borrowed from the input being decoded, as an owned string: a
@@ -56,11 +58,12 @@ pub(crate) fn to_owned(text: &str) -> String {
         return text.to_owned();
     }
     let at = text.as_ptr() as usize;
-    match LINE.get() {
-        Some(line) if at >= line.start && at + text.len() <= line.end && TAKEN.get().is_none() => {
+    match DECODING.get() {
+        Some(mut decoding) if decoding.taken.is_none() && at >= decoding.start && at + text.len() <= decoding.end => {
             let marker = String::with_capacity(1);
-            let offset = at - line.start;
-            TAKEN.set(Some(Taken { range: (offset, offset + text.len()), marker: marker.as_ptr() as usize }));
+            let from = at - decoding.start;
+            decoding.taken = Some(Taken { from, to: from + text.len(), marker: marker.as_ptr() as usize });
+            DECODING.set(Some(decoding));
             marker
         }
         _ => text.to_owned(),
@@ -93,18 +96,12 @@ pub(crate) fn decode_owned<T: DeserializeOwned + HoldsStrings>(
     mut line: String,
     range: Range<usize>,
 ) -> serde_json::Result<T> {
-    let decoded = {
-        let start = line.as_ptr() as usize;
-        let _scope = Scope::enter(Line { start, end: start + line.len() });
-        match line.get(range.clone()) {
-            Some(text) => codec::decode_str::<T>(text),
-            // (Params lie between JSON tokens: not reached.)
-            None => codec::decode::<T>(&line.as_bytes()[range]),
-        }
-    };
-    let taken = TAKEN.take();
+    let start = line.as_ptr() as usize;
+    let scope = Scope::enter(Decoding { start, end: start + line.len(), taken: None });
+    let decoded = codec::decode_str_range::<T>(&line, range);
+    let taken = scope.leave();
     let mut value = decoded?;
-    if let Some(Taken { range: (from, to), marker }) = taken {
+    if let Some(Taken { from, to, marker }) = taken {
         if let Some(slot) = value.marker(marker) {
             line.truncate(to);
             line.drain(..from);
@@ -114,20 +111,25 @@ pub(crate) fn decode_owned<T: DeserializeOwned + HoldsStrings>(
     Ok(value)
 }
 
-/// The line being decoded on this thread, for as long as it lives.
+/// The line being decoded on this thread, for as long as it lives (a panic
+/// while decoding leaves nothing behind).
 struct Scope;
 
 impl Scope {
-    fn enter(line: Line) -> Scope {
-        LINE.set(Some(line));
-        TAKEN.set(None);
+    fn enter(decoding: Decoding) -> Scope {
+        DECODING.set(Some(decoding));
         Scope
+    }
+
+    /// Ends the decoding: the string left out, if any.
+    fn leave(self) -> Option<Taken> {
+        DECODING.get().and_then(|decoding| decoding.taken)
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        LINE.set(None);
+        DECODING.set(None);
     }
 }
 

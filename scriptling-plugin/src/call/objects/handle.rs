@@ -117,7 +117,7 @@ impl<T: PluginClass> Object<T> {
         // Async handlers share the runtime's thread (by default its only
         // one): blocking it while the holder waits to be polled again
         // there would wait for ever.
-        if context::with_current(|scope| scope.is_some_and(|s| s.in_async)) {
+        if context::in_async() {
             let (blocking, async_form) = match mode {
                 Mode::Shared => ("read()", "read_async().await"),
                 Mode::Exclusive => ("write()", "write_async().await"),

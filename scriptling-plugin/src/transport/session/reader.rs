@@ -369,11 +369,10 @@ impl<R: Readable> Reader<R> {
     fn read_while_waiting(&mut self, answered: &mut dyn FnMut() -> bool, until: Instant) -> bool {
         let routes = Arc::clone(&self.routes);
         let started = Instant::now();
-        let spin = self.lines.source_mut().spin_time();
         self.lines.source_mut().expect_soon(self.quick_answers);
         loop {
             if answered() {
-                self.quick_answers = started.elapsed() < spin;
+                self.quick_answers = started.elapsed() < self.lines.source_mut().spin_time();
                 return true;
             }
             if Instant::now() >= until {
