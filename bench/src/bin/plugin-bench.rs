@@ -10,9 +10,12 @@
 //!     does, after the runs, and their median is over all of them); several
 //!     `--sdk` builds (before and after a change, say) are measured in the
 //!     same interleaved runs, a column each, the targets checked for the last
-//! plugin-bench pipeline PLUGIN...
-//!     pipelined calls/s and sequential p50 of each plugin, interleaved, 5
-//!     rounds (a quick comparison, and a steady load to profile); with
+//! plugin-bench pipeline PLUGIN... [--runs N]
+//!     pipelined calls/s and sequential p50 of each plugin, interleaved, N
+//!     rounds (default 5; the figure is noisy on a shared machine: 15 or
+//!     more to tell a change of under 10 %), then each plugin's median
+//!     calls/s, its quartiles and its ratio to the first plugin's (a quick
+//!     comparison, and a steady load to profile); with
 //!     PIPELINE_TCP=1, over a TCP connection (`--listen tcp://127.0.0.1:0`);
 //!     PIPELINE_SEQUENTIAL=1 or PIPELINE_PIPELINED=1 makes only round trips
 //!     or only pipelined calls (to profile one alone)
@@ -77,6 +80,8 @@ struct Args {
     /// Every `--sdk` given, in order.
     sdks: Vec<PathBuf>,
     runs: usize,
+    /// `--runs` was given (`pipeline` makes 5 rounds otherwise).
+    runs_given: bool,
     sizes: Sizes,
     json: bool,
 }
@@ -84,15 +89,26 @@ struct Args {
 fn parse() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or("missing command: run or compare")?;
-    let mut args =
-        Args { command, plugins: Vec::new(), floor: None, sdks: Vec::new(), runs: 3, sizes: Sizes::FULL, json: false };
+    let mut args = Args {
+        command,
+        plugins: Vec::new(),
+        floor: None,
+        sdks: Vec::new(),
+        runs: 3,
+        runs_given: false,
+        sizes: Sizes::FULL,
+        json: false,
+    };
     let mut soak = false;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => args.sizes = Sizes::QUICK,
             "--soak" => soak = true,
             "--json" => args.json = true,
-            "--runs" => args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?,
+            "--runs" => {
+                args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?;
+                args.runs_given = true;
+            }
             "--floor" => args.floor = Some(it.next().ok_or("--floor needs a path")?.into()),
             "--sdk" => args.sdks.push(it.next().ok_or("--sdk needs a path")?.into()),
             other if !other.starts_with('-') => {
@@ -401,6 +417,25 @@ fn http(args: &Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Each plugin's median pipelined calls/s over its rounds, its quartiles,
+/// and its median's ratio to the first plugin's.
+fn print_pipeline_medians(plugins: &[PathBuf], mut rates: Vec<Vec<f64>>) {
+    let quantile = |sorted: &[f64], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    rates.iter_mut().for_each(|r| r.sort_by(f64::total_cmp));
+    let first = rates.first().filter(|r| !r.is_empty()).map(|r| quantile(r, 0.5));
+    println!("{:<40} {:>12} {:>12} {:>12} {:>7}", "median of rounds", "calls/s", "q1", "q3", "/first");
+    for (plugin, sorted) in plugins.iter().zip(&rates) {
+        if sorted.is_empty() {
+            println!("{:<40} {:>12}", plugin.display(), "failed");
+            continue;
+        }
+        let median = quantile(sorted, 0.5);
+        let ratio = first.map_or_else(|| "-".to_owned(), |f| format!("{:.2}", median / f));
+        let (q1, q3) = (quantile(sorted, 0.25), quantile(sorted, 0.75));
+        println!("{:<40} {median:>12.0} {q1:>12.0} {q3:>12.0} {ratio:>7}", plugin.display());
+    }
+}
+
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
@@ -426,16 +461,20 @@ fn main() -> ExitCode {
         "http" => http(&args),
         "pipeline" => {
             let total = if args.sizes.sequential < Sizes::FULL.sequential { 20_000 } else { 300_000 };
-            for round in 1..=5 {
-                for plugin in &args.plugins {
+            let rounds = if args.runs_given { args.runs.max(1) } else { 5 };
+            let mut rates = vec![Vec::new(); args.plugins.len()];
+            for round in 1..=rounds {
+                for (plugin, rates) in args.plugins.iter().zip(&mut rates) {
                     match scriptling_plugin_bench::measure::pipeline_only(plugin, total) {
                         Some((rate, p50)) => {
                             println!("round {round} {:<40} {rate:>12.0} calls/s  p50 {p50:>7.2} µs", plugin.display());
+                            rates.push(rate);
                         }
                         None => println!("round {round} {:<40} failed", plugin.display()),
                     }
                 }
             }
+            print_pipeline_medians(&args.plugins, rates);
             ExitCode::SUCCESS
         }
         other => {
