@@ -537,17 +537,6 @@ fn the_reader_polls_for_the_next_request_instead_of_sleeping_when_asked() {
     );
 }
 
-/// CPU time of every thread of process `pid` so far (Linux).
-#[cfg(target_os = "linux")]
-fn cpu_time(pid: u32) -> Duration {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let nanos = tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
-}
-
 /// The fixture's CPU time per callback, polling stdin for `spin` when an
 /// answer is due, over `calls` calls of `call_me` whose callback the host
 /// answers `delay` after it is asked.
@@ -560,7 +549,7 @@ fn cpu_per_callback(spin: Duration, calls: u32, delay: Duration) -> Duration {
             .env("FIXTURE_CALLBACK_TIMEOUT_MS", "10000"),
     );
     raw.handshake();
-    let before = cpu_time(raw.child.id());
+    let before = common::cpu_time(raw.child.id());
     for id in 0..calls {
         raw.send(&common::call_line(u64::from(id), "call_me", r#"{"type":"callback","callback":{"id":"cb"}}"#));
         let asked = raw.recv().expect("the callback request");
@@ -570,7 +559,7 @@ fn cpu_per_callback(spin: Duration, calls: u32, delay: Duration) -> Duration {
         let answer = raw.recv().expect("the call's answer");
         assert_eq!(answer["result"]["value"], 1, "{answer}");
     }
-    let per_callback = (cpu_time(raw.child.id()) - before) / calls;
+    let per_callback = (common::cpu_time(raw.child.id()) - before) / calls;
     raw.close_input();
     raw.wait(Duration::from_secs(10));
     per_callback

@@ -79,11 +79,18 @@ struct Args {
     floor: Option<PathBuf>,
     /// Every `--sdk` given, in order.
     sdks: Vec<PathBuf>,
-    runs: usize,
-    /// `--runs` was given (`pipeline` makes 5 rounds otherwise).
-    runs_given: bool,
+    /// `--runs`, if given (see [`Args::runs`]).
+    runs: Option<usize>,
     sizes: Sizes,
     json: bool,
+}
+
+impl Args {
+    /// How many runs (or rounds) to make: `--runs`, else `default`; one at
+    /// least.
+    fn runs(&self, default: usize) -> usize {
+        self.runs.unwrap_or(default).max(1)
+    }
 }
 
 fn parse() -> Result<Args, String> {
@@ -94,8 +101,7 @@ fn parse() -> Result<Args, String> {
         plugins: Vec::new(),
         floor: None,
         sdks: Vec::new(),
-        runs: 3,
-        runs_given: false,
+        runs: None,
         sizes: Sizes::FULL,
         json: false,
     };
@@ -106,8 +112,7 @@ fn parse() -> Result<Args, String> {
             "--soak" => soak = true,
             "--json" => args.json = true,
             "--runs" => {
-                args.runs = it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?;
-                args.runs_given = true;
+                args.runs = Some(it.next().and_then(|n| n.parse().ok()).ok_or("--runs needs a number")?);
             }
             "--floor" => args.floor = Some(it.next().ok_or("--floor needs a path")?.into()),
             "--sdk" => args.sdks.push(it.next().ok_or("--sdk needs a path")?.into()),
@@ -213,9 +218,9 @@ fn compare(args: &Args) -> ExitCode {
     if host.is_none() {
         eprintln!("no Scriptling host for this platform (set SCRIPTLING_HOST): the host_* figures are skipped");
     }
-    for run in 0..args.runs.max(1) {
+    for run in 0..args.runs(3) {
         for (i, path) in paths.iter().enumerate() {
-            eprintln!("run {}/{}: {}", run + 1, args.runs, path.display());
+            eprintln!("run {}/{}: {}", run + 1, args.runs(3), path.display());
             let mut figures = measure(path, sizes);
             figures.0.extend(host_figures(host.as_deref(), path, sizes).0);
             runs[i].push(figures);
@@ -226,7 +231,7 @@ fn compare(args: &Args) -> ExitCode {
     // the machine at that moment moved the ratio by 0.1-0.2 between runs;
     // taken in turns, every plugin sees the same load.
     eprintln!("spawns, in turns");
-    let spawns = spawn_interleaved(&paths, args.sizes.spawns * args.runs.max(1));
+    let spawns = spawn_interleaved(&paths, args.sizes.spawns * args.runs(3));
     for (figures, spawn) in medians.iter_mut().zip(spawns) {
         figures.set("spawn_handshake_ms", spawn);
     }
@@ -242,11 +247,11 @@ fn compare(args: &Args) -> ExitCode {
             .map(|(n, ok)| (n.clone(), ok.map_or(serde_json::Value::Null, serde_json::Value::Bool)))
             .collect();
         let sdks: Vec<serde_json::Value> = medians[1..].iter().map(figures).collect();
-        let json = serde_json::json!({"runs": args.runs, "floor": figures(floor), "sdk": figures(sdk), "sdks": sdks, "targets": targets});
+        let json = serde_json::json!({"runs": args.runs(3), "floor": figures(floor), "sdk": figures(sdk), "sdks": sdks, "targets": targets});
         println!("{json}");
         return ExitCode::SUCCESS;
     }
-    println!("medians of {} interleaved runs (spawn: of all spawns, taken in turns)", args.runs);
+    println!("medians of {} interleaved runs (spawn: of all spawns, taken in turns)", args.runs(3));
     for (i, path) in paths.iter().enumerate() {
         let name = if i == 0 { "floor".to_owned() } else { format!("sdk{i}") };
         println!("  {name:<6} {}", path.display());
@@ -278,12 +283,12 @@ fn host_loops(args: &Args) -> ExitCode {
         eprintln!("plugin-bench: host needs the plugins' paths");
         return ExitCode::from(2);
     }
-    let runs: Vec<Vec<Figures>> = (0..args.runs.max(1))
+    let runs: Vec<Vec<Figures>> = (0..args.runs(3))
         .map(|_| args.plugins.iter().map(|p| host_figures(Some(&host), p, args.sizes)).collect())
         .collect();
     let per_plugin: Vec<Figures> =
         (0..args.plugins.len()).map(|i| medians(&runs.iter().map(|r| r[i].clone()).collect::<Vec<_>>())).collect();
-    println!("medians of {} interleaved runs through {}", args.runs.max(1), host.display());
+    println!("medians of {} interleaved runs through {}", args.runs(3), host.display());
     let names: Vec<String> = (1..=args.plugins.len()).map(|i| format!("plugin{i}")).collect();
     for (name, plugin) in names.iter().zip(&args.plugins) {
         println!("  {name:<8} {}", plugin.display());
@@ -317,7 +322,7 @@ fn spawn(args: &Args) -> ExitCode {
         eprintln!("plugin-bench: spawn needs the plugins' paths");
         return ExitCode::from(2);
     }
-    let medians = spawn_interleaved(&args.plugins, args.sizes.spawns * args.runs.max(1));
+    let medians = spawn_interleaved(&args.plugins, args.sizes.spawns * args.runs(3));
     let first = medians[0];
     for (plugin, median) in args.plugins.iter().zip(&medians) {
         let ratio = median.zip(first).map_or_else(|| "-".to_owned(), |(m, f)| format!("{:.2}", m / f));
@@ -375,7 +380,7 @@ fn http(args: &Args) -> ExitCode {
     let shapes = [("", 0), ("_slow", slow)];
     let loads = [(1, "1_client"), (16, "16_clients")];
     let mut samples: std::collections::BTreeMap<(usize, usize), (Vec<f64>, Vec<f64>)> = Default::default();
-    for _ in 0..args.runs.max(1) {
+    for _ in 0..args.runs(3) {
         for (s, (_, held)) in shapes.iter().enumerate() {
             for (l, (clients, _)) in loads.iter().enumerate() {
                 let _held = slow_connections(addr, *held);
@@ -390,7 +395,7 @@ fn http(args: &Args) -> ExitCode {
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
-        (v.len() == args.runs.max(1)).then(|| v[v.len() / 2])
+        (v.len() == args.runs(3)).then(|| v[v.len() / 2])
     };
     let mut figures = Figures::default();
     for (s, (suffix, _)) in shapes.iter().enumerate() {
@@ -461,7 +466,7 @@ fn main() -> ExitCode {
         "http" => http(&args),
         "pipeline" => {
             let total = if args.sizes.sequential < Sizes::FULL.sequential { 20_000 } else { 300_000 };
-            let rounds = if args.runs_given { args.runs.max(1) } else { 5 };
+            let rounds = args.runs(5);
             let mut rates = vec![Vec::new(); args.plugins.len()];
             for round in 1..=rounds {
                 for (plugin, rates) in args.plugins.iter().zip(&mut rates) {
