@@ -101,8 +101,19 @@ fn the_applications_own_signal_handler_keeps_working_and_stdin_is_its_own_afterw
 #[test]
 #[cfg(unix)] // the application's signal handlers: Windows gives the plugin the console's events alone
 fn after_serving_a_signal_does_what_it_did_before() {
-    use std::os::unix::process::ExitStatusExt;
-    let mut raw = Raw::spawn(&mut embedded());
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let mut command = embedded();
+    // "Before" is SIGINT's default, whatever this test inherited: a
+    // background job of a non-interactive shell starts with it ignored,
+    // and serving rightly gives that back.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut raw = Raw::spawn(&mut command);
     raw.handshake();
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"plugin.shutdown"}"#);
     assert_eq!(raw.recv().unwrap()["id"], 2);
