@@ -19,10 +19,11 @@ pub fn value_round_trip(bytes: &[u8]) {
 
 /// Classifying a line never panics, a request's params are exactly where
 /// the dispatcher will look for them, decoding them as a call's never
-/// panics, and a call parsed in one pass (a session's short lines) means
-/// what the general parse makes of it.
+/// panics, and a call scanned or parsed in one pass (a session's short
+/// lines) means what the general parse makes of it.
 pub fn frame(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes) {
+        rpc::scanned_and_agrees(text);
         rpc::taken_and_agrees(text);
     }
     let messages = match rpc::parse_frame(bytes, 1_000) {

@@ -14,6 +14,7 @@
 pub(crate) mod error;
 mod onepass;
 pub(crate) mod params;
+mod scan;
 
 use std::fmt;
 
@@ -25,6 +26,8 @@ pub(crate) use error::{ErrorCode, RpcError};
 #[cfg(fuzzing)]
 pub(crate) use onepass::taken_and_agrees;
 pub(crate) use params::CallParams;
+#[cfg(fuzzing)]
+pub(crate) use scan::taken_and_agrees as scanned_and_agrees;
 
 use crate::value::codec::Encoded;
 use crate::value::{Value, codec};
@@ -211,10 +214,11 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
 }
 
 /// [`parse_text`] for a line a session read: a call on a short line has its
-/// params decoded in the same pass (`onepass.rs`), and means what
-/// [`parse_text`] would make of it.
+/// params decoded in the same pass, by a scanner when it is in the shape a
+/// host usually writes (`scan.rs`), else by serde (`onepass.rs`), and means
+/// what [`parse_text`] would make of it.
 pub(crate) fn parse_line(text: &str, max_batch: usize) -> Frame<'_> {
-    onepass::parse(text).unwrap_or_else(|| parse_text(text, max_batch))
+    scan::parse(text).or_else(|| onepass::parse(text)).unwrap_or_else(|| parse_text(text, max_batch))
 }
 
 /// [`parse_frame`] for text already checked.

@@ -26,7 +26,7 @@ use super::{CallParams, Frame, Method, Params, checked_request};
 /// the thread that reads them: a few microseconds at most. A longer line's
 /// params are decoded where the call runs (a pool thread, for calls read
 /// one behind another), so that a large payload never holds up the reading.
-const ONE_PASS_MAX: usize = 4096;
+pub(super) const ONE_PASS_MAX: usize = 4096;
 
 /// `text` parsed in one pass if it is a call in the usual shape; `None`
 /// leaves it to the general parse.
@@ -110,7 +110,7 @@ pub(crate) fn taken_and_agrees(text: &str) -> bool {
 
 /// What a frame says, with params decoded as a call's wherever they are.
 #[cfg(any(fuzzing, test))]
-fn meaning(frame: Frame<'_>) -> String {
+pub(super) fn meaning(frame: Frame<'_>) -> String {
     let Frame::Single(message) = frame else { return "a batch".into() };
     match message {
         super::Message::Request(super::Request { id, method, params }) => {

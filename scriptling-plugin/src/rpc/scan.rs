@@ -1,0 +1,275 @@
+//! The call line a host writes nearly every time, read by a scanner of its
+//! own instead of serde: `{"jsonrpc":"2.0","id":7,"method":"function.call",
+//! "params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}`,
+//! keys in that order, no white space, and arguments that are strings
+//! without escapes, integers, booleans or nulls.
+//!
+//! serde's pass over such a line ([`super::onepass`]) ran ~5 000
+//! instructions, four in ten of a plain call's on its reading thread, in
+//! generic code spread wide enough to miss the instruction cache on every
+//! call; this one runs a few hundred (ARCHITECTURE.md, "Speed tricks").
+//! Anything else, however valid (a float, a nested value, a callback, an
+//! escape, a key out of place, a number that does not fit), is left to the
+//! serde parses, which take what this takes and make the same of it: the
+//! `envelope` fuzz target checks that on every input, as it does for
+//! [`super::onepass`].
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+use super::{CallParams, Frame, Message, Method, Params, Request};
+use crate::value::Value;
+
+/// `text` scanned if it is a call line in the usual shape; `None` leaves it
+/// to the serde parses.
+pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
+    if text.len() > super::onepass::ONE_PASS_MAX {
+        return None;
+    }
+    let mut scan = Scanner { text, at: 0 };
+    scan.literal(r#"{"jsonrpc":"2.0","id":"#)?;
+    let id = scan.id()?;
+    scan.literal(r#","method":"#)?;
+    let method = scan.string()?;
+    if !Method::parse(method).is_call() {
+        return None;
+    }
+    scan.literal(r#","params":"#)?;
+    let params = scan.params()?;
+    scan.literal("}")?;
+    if scan.at != text.len() {
+        return None;
+    }
+    // The id's text is a number or a string as JSON writes them (checked
+    // above): serde makes the borrowed raw value of it the request keeps.
+    let id = serde_json::from_str::<&RawValue>(id).ok()?;
+    Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Decoded(Box::new(params)) })))
+}
+
+/// A position in the line; every method consumes what it matched, and
+/// `None` means "not the usual shape".
+struct Scanner<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn literal(&mut self, expected: &str) -> Option<()> {
+        let rest = self.text.as_bytes().get(self.at..)?;
+        rest.starts_with(expected.as_bytes()).then(|| self.at += expected.len())
+    }
+
+    /// A string without escapes or control characters: its contents.
+    fn string(&mut self) -> Option<&'a str> {
+        self.literal("\"")?;
+        let start = self.at;
+        let len = self.text.as_bytes()[start..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if self.text.as_bytes()[start + len] != b'"' {
+            return None;
+        }
+        self.at = start + len + 1;
+        // Both ends are ASCII: on character boundaries.
+        Some(&self.text[start..start + len])
+    }
+
+    /// A request id: a string without escapes, or an integer; its text.
+    fn id(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        if self.peek() == Some(b'"') {
+            self.string()?;
+        } else {
+            self.integer()?;
+        }
+        Some(&self.text[start..self.at])
+    }
+
+    /// An integer as JSON writes one (no leading zeros, no fraction or
+    /// exponent after it) that fits an `i64`, and is not `-0` (serde makes
+    /// a float of that).
+    fn integer(&mut self) -> Option<i64> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let digits = self.text.as_bytes()[self.at..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let text = &self.text[self.at..self.at + digits];
+        if digits == 0 || (digits > 1 && text.starts_with('0')) {
+            return None;
+        }
+        self.at += digits;
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let magnitude: u64 = text.parse().ok()?;
+        match (negative, magnitude) {
+            (true, 0) => None,
+            (true, m) if m <= i64::MIN.unsigned_abs() => Some(0i64.wrapping_sub_unsigned(m)),
+            (false, m) => i64::try_from(m).ok(),
+            (true, _) => None,
+        }
+    }
+
+    /// A call's params: an object of string fields, `args` and `kwargs`,
+    /// each at most once.
+    fn params(&mut self) -> Option<CallParams> {
+        let mut params = CallParams::default();
+        self.literal("{")?;
+        if self.literal("}").is_some() {
+            return Some(params);
+        }
+        loop {
+            let key = self.string()?;
+            self.literal(":")?;
+            match key {
+                "name" if params.name.is_none() => params.name = Some(self.string()?.to_owned()),
+                "class" if params.class.is_none() => params.class = Some(self.string()?.to_owned()),
+                "object_id" if params.object_id.is_none() => params.object_id = Some(self.string()?.to_owned()),
+                "method" if params.method.is_none() => params.method = Some(self.string()?.to_owned()),
+                "args" if params.args.is_none() => params.args = Some(self.args()?),
+                "kwargs" if params.kwargs.is_none() => params.kwargs = Some(self.kwargs()?),
+                _ => return None,
+            }
+            if self.literal("}").is_some() {
+                return Some(params);
+            }
+            self.literal(",")?;
+        }
+    }
+
+    fn args(&mut self) -> Option<Vec<Value>> {
+        let mut args = Vec::new();
+        self.literal("[")?;
+        if self.literal("]").is_some() {
+            return Some(args);
+        }
+        loop {
+            args.push(self.value()?);
+            if self.literal("]").is_some() {
+                return Some(args);
+            }
+            self.literal(",")?;
+        }
+    }
+
+    /// Keyword arguments; a name given twice keeps its last value, as
+    /// serde's map does.
+    fn kwargs(&mut self) -> Option<BTreeMap<String, Value>> {
+        let mut kwargs = BTreeMap::new();
+        self.literal("{")?;
+        if self.literal("}").is_some() {
+            return Some(kwargs);
+        }
+        loop {
+            let name = self.string()?.to_owned();
+            self.literal(":")?;
+            kwargs.insert(name, self.value()?);
+            if self.literal("}").is_some() {
+                return Some(kwargs);
+            }
+            self.literal(",")?;
+        }
+    }
+
+    /// A scalar value in the wire shape, `type` first.
+    fn value(&mut self) -> Option<Value> {
+        self.literal(r#"{"type":"#)?;
+        let tag = self.string()?;
+        if tag == "null" {
+            self.literal("}")?;
+            return Some(Value::Null);
+        }
+        self.literal(r#","value":"#)?;
+        let value = match tag {
+            "string" => Value::String(self.string()?.to_owned()),
+            "int" => Value::Int(self.integer()?),
+            "bool" if self.literal("true").is_some() => Value::Bool(true),
+            "bool" if self.literal("false").is_some() => Value::Bool(false),
+            _ => return None,
+        };
+        self.literal("}")?;
+        Some(value)
+    }
+}
+
+/// Whether the scanner takes `text`; panics if what it makes of it is not
+/// what the general parse makes of it.
+#[cfg(any(fuzzing, test))]
+pub(crate) fn taken_and_agrees(text: &str) -> bool {
+    let Some(scanned) = parse(text) else { return false };
+    let general = super::parse_text(text, usize::MAX);
+    assert_eq!(super::onepass::meaning(scanned), super::onepass::meaning(general), "{text}");
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_usual_call_lines_are_scanned_and_mean_what_the_general_parse_says() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a-1","method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":0,"method":"function.call","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"object.destroy","params":{"object_id":"obj-1"}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"object.new","params":{"class":"C","args":[],"kwargs":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"object.call_method","params":{"object_id":"o","method":"m","args":[{"type":"int","value":-12},{"type":"bool","value":true},{"type":"null"},{"type":"bool","value":false},{"type":"int","value":9223372036854775807}],"kwargs":{"b":{"type":"string","value":""},"a":{"type":"int","value":0},"b":{"type":"null"}}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"héllo ✓"}]}}"#,
+        ] {
+            assert!(taken_and_agrees(line), "not taken: {line}");
+        }
+        let Some(Frame::Single(Message::Request(request))) = parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#,
+        ) else {
+            panic!("not scanned")
+        };
+        assert_eq!(request.id.map(RawValue::get), Some("7"));
+        let Params::Decoded(params) = request.params else { panic!("not decoded") };
+        assert_eq!(params.name.as_deref(), Some("greet"));
+        assert_eq!(params.args, Some(vec![Value::String("Ada".into())]));
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_serde_parses() {
+        for line in [
+            // Not a call, a key out of place or twice, white space, more after.
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","name":"g"}}"#,
+            r#"{"jsonrpc":"2.0", "id":1,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f"}} "#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f"},"x":1}"#,
+            // Ids and numbers the scanner does not take.
+            r#"{"jsonrpc":"2.0","id":null,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":01,"method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a\"b","method":"function.call","params":{"name":"f"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":-0}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":9223372036854775808}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1e3}]}}"#,
+            // Values other than plain scalars, an escape, a value before its type.
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"float","value":1.5}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"list","items":[]}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"callback","callback":{"id":"cb-1"}}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"a\nb"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"value":"a","type":"string"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":1}]}}"#,
+            // Cut short.
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f"#,
+        ] {
+            assert!(parse(line).is_none(), "{line}");
+        }
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"f","args":[{{"type":"string","value":"{}"}}]}}}}"#,
+            "x".repeat(super::super::onepass::ONE_PASS_MAX)
+        );
+        assert!(parse(&long).is_none(), "a long line's params are decoded where the call runs");
+    }
+}
