@@ -213,6 +213,30 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
     RpcError::new(ErrorCode::ParseError, format!("parse error: invalid UTF-8 at byte {}", error.valid_up_to()))
 }
 
+/// Lines up to this long have a call's params decoded with the envelope, on
+/// the thread that reads them (`scan.rs`, `onepass.rs`): a few microseconds
+/// at most. A longer line's params are decoded where the call runs (a pool
+/// thread, for calls read one behind another), so that a large payload
+/// never holds up the reading.
+const ONE_PASS_MAX: usize = 4096;
+
+/// What a frame says, with params decoded as a call's wherever they are:
+/// what the fast parses are checked against.
+#[cfg(any(fuzzing, test))]
+fn meaning(frame: Frame<'_>) -> String {
+    let Frame::Single(message) = frame else { return "a batch".into() };
+    match message {
+        Message::Request(Request { id, method, params }) => {
+            let params = match params {
+                Params::Decoded(params) => Some(Ok(*params)),
+                Params::Raw(raw) => raw.map(|raw| codec::decode_str::<CallParams>(raw.get()).map_err(drop)),
+            };
+            format!("request {:?} {method} {params:?}", id.map(RawValue::get))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
 /// [`parse_text`] for a line a session read: a call on a short line has its
 /// params decoded in the same pass, by a scanner when it is in the shape a
 /// host usually writes (`scan.rs`), else by serde (`onepass.rs`), and means

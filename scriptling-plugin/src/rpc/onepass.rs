@@ -9,7 +9,7 @@
 //! `jsonrpc`, `id`, `method`, `params` twice, no `result` or `error`, params
 //! that decode, values nested less than serde_json's own limit. Anything
 //! else, however valid, is left to the general parse, which classifies it as
-//! it always has, so the two never disagree (the `frame` fuzz target checks
+//! it always has, so the two never disagree (the `envelope` fuzz target checks
 //! it on every input). A call refused afterwards (a TCP client that has not
 //! presented its token) has had its params decoded for nothing: 4 KiB at
 //! most.
@@ -20,13 +20,7 @@ use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::{CallParams, Frame, Method, Params, checked_request};
-
-/// Lines up to this long have a call's params decoded with the envelope, on
-/// the thread that reads them: a few microseconds at most. A longer line's
-/// params are decoded where the call runs (a pool thread, for calls read
-/// one behind another), so that a large payload never holds up the reading.
-pub(super) const ONE_PASS_MAX: usize = 4096;
+use super::{CallParams, Frame, Method, ONE_PASS_MAX, Params, checked_request};
 
 /// `text` parsed in one pass if it is a call in the usual shape; `None`
 /// leaves it to the general parse.
@@ -104,26 +98,8 @@ impl<'de> Visitor<'de> for CallLineVisitor {
 #[cfg(any(fuzzing, test))]
 pub(crate) fn taken_and_agrees(text: &str) -> bool {
     let Some(fast) = parse(text) else { return false };
-    assert_eq!(meaning(fast), meaning(super::parse_text(text, usize::MAX)), "{text}");
+    assert_eq!(super::meaning(fast), super::meaning(super::parse_text(text, usize::MAX)), "{text}");
     true
-}
-
-/// What a frame says, with params decoded as a call's wherever they are.
-#[cfg(any(fuzzing, test))]
-pub(super) fn meaning(frame: Frame<'_>) -> String {
-    let Frame::Single(message) = frame else { return "a batch".into() };
-    match message {
-        super::Message::Request(super::Request { id, method, params }) => {
-            let params = match params {
-                Params::Decoded(params) => Some(Ok(*params)),
-                Params::Raw(raw) => {
-                    raw.map(|raw| crate::value::codec::decode_str::<CallParams>(raw.get()).map_err(drop))
-                }
-            };
-            format!("request {:?} {method} {params:?}", id.map(RawValue::get))
-        }
-        other => format!("{other:?}"),
-    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,10 @@
 //! keys in that order, no white space, and arguments that are strings
 //! without escapes, integers, booleans or nulls.
 //!
-//! serde's pass over such a line ([`super::onepass`]) ran ~5 000
-//! instructions, four in ten of a plain call's on its reading thread, in
-//! generic code spread wide enough to miss the instruction cache on every
-//! call; this one runs a few hundred (ARCHITECTURE.md, "Speed tricks").
-//! Anything else, however valid (a float, a nested value, a callback, an
+//! serde's generic layers cost such a line several times what a scan of
+//! its one shape does, in instructions and in instruction cache, on the
+//! thread that is the bottleneck of pipelined calls (ARCHITECTURE.md,
+//! "Speed tricks", has the figures). Anything else, however valid (a float, a nested value, a callback, an
 //! escape, a key out of place, a number that does not fit), is left to the
 //! serde parses, which take what this takes and make the same of it: the
 //! `envelope` fuzz target checks that on every input, as it does for
@@ -24,7 +23,7 @@ use crate::value::Value;
 /// `text` scanned if it is a call line in the usual shape; `None` leaves it
 /// to the serde parses.
 pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
-    if text.len() > super::onepass::ONE_PASS_MAX {
+    if text.len() > super::ONE_PASS_MAX {
         return None;
     }
     let mut scan = Scanner { text, at: 0 };
@@ -47,8 +46,11 @@ pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Decoded(Box::new(params)) })))
 }
 
-/// A position in the line; every method consumes what it matched, and
-/// `None` means "not the usual shape".
+/// A position in the line. Each method consumes what it matched; `None`
+/// means "not the usual shape", and abandons the line, so what a failed
+/// method consumed does not matter, except for [`literal`](Self::literal),
+/// which consumes nothing when it fails: a failed one may be followed by
+/// another try at the same place.
 struct Scanner<'a> {
     text: &'a str,
     at: usize,
@@ -59,9 +61,13 @@ impl<'a> Scanner<'a> {
         self.text.as_bytes().get(self.at).copied()
     }
 
+    /// `expected`, byte for byte; nothing consumed if it is not there.
     fn literal(&mut self, expected: &str) -> Option<()> {
-        let rest = self.text.as_bytes().get(self.at..)?;
-        rest.starts_with(expected.as_bytes()).then(|| self.at += expected.len())
+        if !self.text.as_bytes()[self.at..].starts_with(expected.as_bytes()) {
+            return None;
+        }
+        self.at += expected.len();
+        Some(())
     }
 
     /// A string without escapes or control characters: its contents.
@@ -202,7 +208,7 @@ impl<'a> Scanner<'a> {
 pub(crate) fn taken_and_agrees(text: &str) -> bool {
     let Some(scanned) = parse(text) else { return false };
     let general = super::parse_text(text, usize::MAX);
-    assert_eq!(super::onepass::meaning(scanned), super::onepass::meaning(general), "{text}");
+    assert_eq!(super::meaning(scanned), super::meaning(general), "{text}");
     true
 }
 
@@ -260,6 +266,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"a\nb"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"value":"a","type":"string"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":1}]}}"#,
+            // Tags and numbers serde treats otherwise: an empty tag is a
+            // null, a null's value is ignored, the rest are out of range.
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":""}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"null","value":1}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":-9223372036854775809}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":18446744073709551616}]}}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"function.call","params":{"name":"f"}}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"function.call\",\"params\":{\"name\":\"f\u{1}\"}}",
             // Cut short.
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"int","value":1"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f"#,
@@ -268,8 +282,12 @@ mod tests {
         }
         let long = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"function.call","params":{{"name":"f","args":[{{"type":"string","value":"{}"}}]}}}}"#,
-            "x".repeat(super::super::onepass::ONE_PASS_MAX)
+            "x".repeat(super::super::ONE_PASS_MAX)
         );
         assert!(parse(&long).is_none(), "a long line's params are decoded where the call runs");
+        let prefix = r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":""#;
+        let end = r#""}]}}"#;
+        let longest = format!("{prefix}{}{end}", "x".repeat(super::super::ONE_PASS_MAX - prefix.len() - end.len()));
+        assert!(taken_and_agrees(&longest), "a line of the limit's length is scanned");
     }
 }
