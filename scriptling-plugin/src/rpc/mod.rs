@@ -220,8 +220,16 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
 /// never holds up the reading.
 const ONE_PASS_MAX: usize = 4096;
 
-/// What a frame says, with params decoded as a call's wherever they are:
-/// what the fast parses are checked against.
+/// Whether a fast parse took `text` (`fast` is what it made of it); panics
+/// if that is not what the general parse makes of it.
+#[cfg(any(fuzzing, test))]
+fn agrees_with_general(text: &str, fast: Option<Frame<'_>>) -> bool {
+    let Some(fast) = fast else { return false };
+    assert_eq!(meaning(fast), meaning(parse_text(text, usize::MAX)), "{text}");
+    true
+}
+
+/// What a frame says, with params decoded as a call's wherever they are.
 #[cfg(any(fuzzing, test))]
 fn meaning(frame: Frame<'_>) -> String {
     let Frame::Single(message) = frame else { return "a batch".into() };

@@ -7,11 +7,11 @@
 //! serde's generic layers cost such a line several times what a scan of
 //! its one shape does, in instructions and in instruction cache, on the
 //! thread that is the bottleneck of pipelined calls (ARCHITECTURE.md,
-//! "Speed tricks", has the figures). Anything else, however valid (a float, a nested value, a callback, an
-//! escape, a key out of place, a number that does not fit), is left to the
-//! serde parses, which take what this takes and make the same of it: the
-//! `envelope` fuzz target checks that on every input, as it does for
-//! [`super::onepass`].
+//! "Speed tricks", has the figures). Anything else, however valid (a
+//! float, a nested value, a callback, an escape, a key out of place, a
+//! number that does not fit), is left to the serde parses, which take what
+//! this takes and make the same of it: the `envelope` fuzz target checks
+//! that on every input, as it does for [`super::onepass`].
 
 use std::collections::BTreeMap;
 
@@ -120,65 +120,58 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// `open`, then items separated by commas, then `close`: `item` reads
+    /// each one.
+    fn sequence(&mut self, open: &str, close: &str, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.literal(open)?;
+        if self.literal(close).is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            if self.literal(close).is_some() {
+                return Some(());
+            }
+            self.literal(",")?;
+        }
+    }
+
     /// A call's params: an object of string fields, `args` and `kwargs`,
     /// each at most once.
     fn params(&mut self) -> Option<CallParams> {
         let mut params = CallParams::default();
-        self.literal("{")?;
-        if self.literal("}").is_some() {
-            return Some(params);
-        }
-        loop {
-            let key = self.string()?;
-            self.literal(":")?;
+        self.sequence("{", "}", |scan| {
+            let key = scan.string()?;
+            scan.literal(":")?;
             match key {
-                "name" if params.name.is_none() => params.name = Some(self.string()?.to_owned()),
-                "class" if params.class.is_none() => params.class = Some(self.string()?.to_owned()),
-                "object_id" if params.object_id.is_none() => params.object_id = Some(self.string()?.to_owned()),
-                "method" if params.method.is_none() => params.method = Some(self.string()?.to_owned()),
-                "args" if params.args.is_none() => params.args = Some(self.args()?),
-                "kwargs" if params.kwargs.is_none() => params.kwargs = Some(self.kwargs()?),
+                "name" if params.name.is_none() => params.name = Some(scan.string()?.to_owned()),
+                "class" if params.class.is_none() => params.class = Some(scan.string()?.to_owned()),
+                "object_id" if params.object_id.is_none() => params.object_id = Some(scan.string()?.to_owned()),
+                "method" if params.method.is_none() => params.method = Some(scan.string()?.to_owned()),
+                "args" if params.args.is_none() => {
+                    let mut args = Vec::new();
+                    scan.sequence("[", "]", |scan| {
+                        args.push(scan.value()?);
+                        Some(())
+                    })?;
+                    params.args = Some(args);
+                }
+                "kwargs" if params.kwargs.is_none() => {
+                    // A name given twice keeps its last value, as serde's map does.
+                    let mut kwargs = BTreeMap::new();
+                    scan.sequence("{", "}", |scan| {
+                        let name = scan.string()?.to_owned();
+                        scan.literal(":")?;
+                        kwargs.insert(name, scan.value()?);
+                        Some(())
+                    })?;
+                    params.kwargs = Some(kwargs);
+                }
                 _ => return None,
             }
-            if self.literal("}").is_some() {
-                return Some(params);
-            }
-            self.literal(",")?;
-        }
-    }
-
-    fn args(&mut self) -> Option<Vec<Value>> {
-        let mut args = Vec::new();
-        self.literal("[")?;
-        if self.literal("]").is_some() {
-            return Some(args);
-        }
-        loop {
-            args.push(self.value()?);
-            if self.literal("]").is_some() {
-                return Some(args);
-            }
-            self.literal(",")?;
-        }
-    }
-
-    /// Keyword arguments; a name given twice keeps its last value, as
-    /// serde's map does.
-    fn kwargs(&mut self) -> Option<BTreeMap<String, Value>> {
-        let mut kwargs = BTreeMap::new();
-        self.literal("{")?;
-        if self.literal("}").is_some() {
-            return Some(kwargs);
-        }
-        loop {
-            let name = self.string()?.to_owned();
-            self.literal(":")?;
-            kwargs.insert(name, self.value()?);
-            if self.literal("}").is_some() {
-                return Some(kwargs);
-            }
-            self.literal(",")?;
-        }
+            Some(())
+        })?;
+        Some(params)
     }
 
     /// A scalar value in the wire shape, `type` first.
@@ -206,10 +199,7 @@ impl<'a> Scanner<'a> {
 /// what the general parse makes of it.
 #[cfg(any(fuzzing, test))]
 pub(crate) fn taken_and_agrees(text: &str) -> bool {
-    let Some(scanned) = parse(text) else { return false };
-    let general = super::parse_text(text, usize::MAX);
-    assert_eq!(super::meaning(scanned), super::meaning(general), "{text}");
-    true
+    super::agrees_with_general(text, parse(text))
 }
 
 #[cfg(test)]
