@@ -244,7 +244,9 @@ fn greet_params(name: &str) -> String {
     format!(r#"{{"name":"greet","args":[{{"type":"string","value":{}}}]}}"#, serde_json::to_string(name).unwrap())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+/// The `p` quantile (0 to 1) of `sorted`, which is not empty: the nearest
+/// element's.
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }

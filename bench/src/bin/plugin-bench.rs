@@ -211,6 +211,7 @@ fn compare(args: &Args) -> ExitCode {
     let sdk_paths = if args.sdks.is_empty() { vec![sibling("sdk-plugin")] } else { args.sdks.clone() };
     let mut paths = vec![floor_path];
     paths.extend(sdk_paths.iter().cloned());
+    let run_count = args.runs(3);
     let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); paths.len()];
     // Spawns are timed in turns below, not in each run.
     let sizes = Sizes { spawns: 0, ..args.sizes };
@@ -218,9 +219,9 @@ fn compare(args: &Args) -> ExitCode {
     if host.is_none() {
         eprintln!("no Scriptling host for this platform (set SCRIPTLING_HOST): the host_* figures are skipped");
     }
-    for run in 0..args.runs(3) {
+    for run in 0..run_count {
         for (i, path) in paths.iter().enumerate() {
-            eprintln!("run {}/{}: {}", run + 1, args.runs(3), path.display());
+            eprintln!("run {}/{}: {}", run + 1, run_count, path.display());
             let mut figures = measure(path, sizes);
             figures.0.extend(host_figures(host.as_deref(), path, sizes).0);
             runs[i].push(figures);
@@ -231,7 +232,7 @@ fn compare(args: &Args) -> ExitCode {
     // the machine at that moment moved the ratio by 0.1-0.2 between runs;
     // taken in turns, every plugin sees the same load.
     eprintln!("spawns, in turns");
-    let spawns = spawn_interleaved(&paths, args.sizes.spawns * args.runs(3));
+    let spawns = spawn_interleaved(&paths, args.sizes.spawns * run_count);
     for (figures, spawn) in medians.iter_mut().zip(spawns) {
         figures.set("spawn_handshake_ms", spawn);
     }
@@ -247,11 +248,11 @@ fn compare(args: &Args) -> ExitCode {
             .map(|(n, ok)| (n.clone(), ok.map_or(serde_json::Value::Null, serde_json::Value::Bool)))
             .collect();
         let sdks: Vec<serde_json::Value> = medians[1..].iter().map(figures).collect();
-        let json = serde_json::json!({"runs": args.runs(3), "floor": figures(floor), "sdk": figures(sdk), "sdks": sdks, "targets": targets});
+        let json = serde_json::json!({"runs": run_count, "floor": figures(floor), "sdk": figures(sdk), "sdks": sdks, "targets": targets});
         println!("{json}");
         return ExitCode::SUCCESS;
     }
-    println!("medians of {} interleaved runs (spawn: of all spawns, taken in turns)", args.runs(3));
+    println!("medians of {run_count} interleaved runs (spawn: of all spawns, taken in turns)");
     for (i, path) in paths.iter().enumerate() {
         let name = if i == 0 { "floor".to_owned() } else { format!("sdk{i}") };
         println!("  {name:<6} {}", path.display());
@@ -283,12 +284,13 @@ fn host_loops(args: &Args) -> ExitCode {
         eprintln!("plugin-bench: host needs the plugins' paths");
         return ExitCode::from(2);
     }
-    let runs: Vec<Vec<Figures>> = (0..args.runs(3))
+    let run_count = args.runs(3);
+    let runs: Vec<Vec<Figures>> = (0..run_count)
         .map(|_| args.plugins.iter().map(|p| host_figures(Some(&host), p, args.sizes)).collect())
         .collect();
     let per_plugin: Vec<Figures> =
         (0..args.plugins.len()).map(|i| medians(&runs.iter().map(|r| r[i].clone()).collect::<Vec<_>>())).collect();
-    println!("medians of {} interleaved runs through {}", args.runs(3), host.display());
+    println!("medians of {} interleaved runs through {}", run_count, host.display());
     let names: Vec<String> = (1..=args.plugins.len()).map(|i| format!("plugin{i}")).collect();
     for (name, plugin) in names.iter().zip(&args.plugins) {
         println!("  {name:<8} {}", plugin.display());
@@ -379,8 +381,9 @@ fn http(args: &Args) -> ExitCode {
     // (10 s by default) would close them, so each run is kept shorter.
     let shapes = [("", 0), ("_slow", slow)];
     let loads = [(1, "1_client"), (16, "16_clients")];
+    let run_count = args.runs(3);
     let mut samples: std::collections::BTreeMap<(usize, usize), (Vec<f64>, Vec<f64>)> = Default::default();
-    for _ in 0..args.runs(3) {
+    for _ in 0..run_count {
         for (s, (_, held)) in shapes.iter().enumerate() {
             for (l, (clients, _)) in loads.iter().enumerate() {
                 let _held = slow_connections(addr, *held);
@@ -395,7 +398,7 @@ fn http(args: &Args) -> ExitCode {
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
-        (v.len() == args.runs(3)).then(|| v[v.len() / 2])
+        (v.len() == run_count).then(|| v[v.len() / 2])
     };
     let mut figures = Figures::default();
     for (s, (suffix, _)) in shapes.iter().enumerate() {
@@ -425,18 +428,18 @@ fn http(args: &Args) -> ExitCode {
 /// Each plugin's median pipelined calls/s over its rounds, its quartiles,
 /// and its median's ratio to the first plugin's.
 fn print_pipeline_medians(plugins: &[PathBuf], mut rates: Vec<Vec<f64>>) {
-    let quantile = |sorted: &[f64], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    use scriptling_plugin_bench::measure::percentile;
     rates.iter_mut().for_each(|r| r.sort_by(f64::total_cmp));
-    let first = rates.first().filter(|r| !r.is_empty()).map(|r| quantile(r, 0.5));
+    let first = rates.first().filter(|r| !r.is_empty()).map(|r| percentile(r, 0.5));
     println!("{:<40} {:>12} {:>12} {:>12} {:>7}", "median of rounds", "calls/s", "q1", "q3", "/first");
     for (plugin, sorted) in plugins.iter().zip(&rates) {
         if sorted.is_empty() {
             println!("{:<40} {:>12}", plugin.display(), "failed");
             continue;
         }
-        let median = quantile(sorted, 0.5);
+        let median = percentile(sorted, 0.5);
         let ratio = first.map_or_else(|| "-".to_owned(), |f| format!("{:.2}", median / f));
-        let (q1, q3) = (quantile(sorted, 0.25), quantile(sorted, 0.75));
+        let (q1, q3) = (percentile(sorted, 0.25), percentile(sorted, 0.75));
         println!("{:<40} {median:>12.0} {q1:>12.0} {q3:>12.0} {ratio:>7}", plugin.display());
     }
 }
