@@ -303,11 +303,20 @@ impl StopEvents {
         if ACTIVE.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let Some(channel) = CHANNEL.get_or_init(Channel::new).as_ref() else {
+        let mut made = false;
+        let made_now = || {
+            made = true;
+            Channel::new()
+        };
+        let Some(channel) = CHANNEL.get_or_init(made_now).as_ref() else {
             ACTIVE.store(false, Ordering::Release);
             return None;
         };
-        channel.drain();
+        // Only an earlier serve's channel can hold bytes (three system
+        // calls at every plugin's start, before its handshake answer).
+        if !made {
+            channel.drain();
+        }
         QUIT.store(false, Ordering::Release);
         // A fresh record, leaked: a handler of an earlier serve may still be
         // reading the last one (a few hundred bytes per serve, never more).
