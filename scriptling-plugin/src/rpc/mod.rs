@@ -23,11 +23,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 pub(crate) use error::{ErrorCode, RpcError};
-#[cfg(fuzzing)]
-pub(crate) use onepass::taken_and_agrees;
 pub(crate) use params::CallParams;
-#[cfg(fuzzing)]
-pub(crate) use scan::taken_and_agrees as scanned_and_agrees;
 
 use crate::value::codec::Encoded;
 use crate::value::{Value, codec};
@@ -220,10 +216,18 @@ pub(crate) fn not_utf8(error: std::str::Utf8Error) -> RpcError {
 /// never holds up the reading.
 const ONE_PASS_MAX: usize = 4096;
 
+/// Whether the scanner and serde's one pass take `text`; panics where
+/// either makes of it what the general parse does not.
+#[cfg(fuzzing)]
+pub(crate) fn fast_parses_agree(text: &str) {
+    agrees_with_general(text, scan::parse(text));
+    agrees_with_general(text, onepass::parse(text));
+}
+
 /// Whether a fast parse took `text` (`fast` is what it made of it); panics
 /// if that is not what the general parse makes of it.
 #[cfg(any(fuzzing, test))]
-fn agrees_with_general(text: &str, fast: Option<Frame<'_>>) -> bool {
+pub(crate) fn agrees_with_general(text: &str, fast: Option<Frame<'_>>) -> bool {
     let Some(fast) = fast else { return false };
     assert_eq!(meaning(fast), meaning(parse_text(text, usize::MAX)), "{text}");
     true

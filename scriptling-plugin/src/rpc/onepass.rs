@@ -92,18 +92,10 @@ impl<'de> Visitor<'de> for CallLineVisitor {
     }
 }
 
-/// Whether one pass takes `text`; panics if what it makes of it is not what
-/// the general parse makes of it (params decoded as a call's wherever they
-/// are).
-#[cfg(any(fuzzing, test))]
-pub(crate) fn taken_and_agrees(text: &str) -> bool {
-    super::agrees_with_general(text, parse(text))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::Message;
+    use crate::rpc::{Message, agrees_with_general};
 
     #[test]
     fn a_call_in_the_hosts_shape_is_decoded_in_one_pass_and_means_what_the_general_parse_says() {
@@ -111,7 +103,7 @@ mod tests {
         let Some(Frame::Single(Message::Request(request))) = parse(line) else { panic!("not taken") };
         let Params::Decoded(params) = &request.params else { panic!("not decoded") };
         assert_eq!(params.name.as_deref(), Some("greet"));
-        assert!(taken_and_agrees(line));
+        assert!(agrees_with_general(line, parse(line)));
     }
 
     #[test]
@@ -167,7 +159,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":4,"method":"function.call","params":[]}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"function.call","params":["f"]}"#,
         ] {
-            assert!(taken_and_agrees(line), "not taken: {line}");
+            assert!(agrees_with_general(line, parse(line)), "not taken: {line}");
         }
     }
 }

@@ -195,16 +195,10 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Whether the scanner takes `text`; panics if what it makes of it is not
-/// what the general parse makes of it.
-#[cfg(any(fuzzing, test))]
-pub(crate) fn taken_and_agrees(text: &str) -> bool {
-    super::agrees_with_general(text, parse(text))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::agrees_with_general;
 
     #[test]
     fn the_usual_call_lines_are_scanned_and_mean_what_the_general_parse_says() {
@@ -217,7 +211,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":9,"method":"object.call_method","params":{"object_id":"o","method":"m","args":[{"type":"int","value":-12},{"type":"bool","value":true},{"type":"null"},{"type":"bool","value":false},{"type":"int","value":9223372036854775807}],"kwargs":{"b":{"type":"string","value":""},"a":{"type":"int","value":0},"b":{"type":"null"}}}}"#,
             r#"{"jsonrpc":"2.0","id":3,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"héllo ✓"}]}}"#,
         ] {
-            assert!(taken_and_agrees(line), "not taken: {line}");
+            assert!(agrees_with_general(line, parse(line)), "not taken: {line}");
         }
         let Some(Frame::Single(Message::Request(request))) = parse(
             r#"{"jsonrpc":"2.0","id":7,"method":"function.call","params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}"#,
@@ -278,6 +272,6 @@ mod tests {
         let prefix = r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":""#;
         let end = r#""}]}}"#;
         let longest = format!("{prefix}{}{end}", "x".repeat(super::super::ONE_PASS_MAX - prefix.len() - end.len()));
-        assert!(taken_and_agrees(&longest), "a line of the limit's length is scanned");
+        assert!(agrees_with_general(&longest, parse(&longest)), "a line of the limit's length is scanned");
     }
 }
