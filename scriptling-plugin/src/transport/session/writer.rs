@@ -454,9 +454,20 @@ impl FrameWriter {
         }
     }
 
-    /// The writer thread: takes the whole queue when nobody writes, writes
-    /// it, books it.
+    /// The writer thread: writes until the stream is closed or fails, then
+    /// lets the stream go. Whatever outlives the session (a `Callback` kept
+    /// in a static holds the session's link, and so this writer) must not
+    /// hold the host's pipe or socket open: the peer would never read the
+    /// end of it.
     fn run(&self) {
+        self.write_until_halted();
+        // Senders write only while the stream is open: one that still
+        // writes holds the lock, and is waited for.
+        drop(mem::replace(&mut *lock(&self.out), Box::new(io::sink())));
+    }
+
+    /// Takes the whole queue when nobody writes, writes it, books it.
+    fn write_until_halted(&self) {
         let mut gathered = Vec::with_capacity(GATHER);
         // The queue's buffer is swapped in and out, not given away each time.
         let mut frames = VecDeque::new();
@@ -786,6 +797,36 @@ mod tests {
         writer.send(answer("at once"));
         assert_eq!(fake.text(), "at once\n", "written before send returned");
         assert_eq!(writer.drain(Duration::from_secs(5)), Undelivered::default());
+    }
+
+    #[test]
+    fn the_stream_is_let_go_when_closed_or_broken_though_the_writer_lives_on() {
+        // A `Callback` kept past its session holds the writer: the host's
+        // pipe or socket must close all the same.
+        let held_by = |fake: &Fake| Arc::strong_count(&fake.0) - 1;
+        for end in ["drain", "close"] {
+            let fake = Fake::default();
+            let (writer, _) = writer(&fake);
+            writer.send(answer("one"));
+            assert_eq!(held_by(&fake), 1);
+            match end {
+                "drain" => writer.drain(Duration::from_secs(5)),
+                _ => writer.close(),
+            };
+            assert_eq!(held_by(&fake), 0, "after {end}");
+            writer.send(answer("dropped"));
+            assert_eq!(fake.text(), "one\n");
+        }
+        let fake = Fake::default();
+        fake.0.0.lock().unwrap().broken = true;
+        let (writer, failures) = writer(&fake);
+        writer.send(answer("fails"));
+        let until = Instant::now() + Duration::from_secs(5);
+        while held_by(&fake) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((held_by(&fake), failures.load(Ordering::SeqCst)), (0, 1), "let go after a failed write");
+        drop(writer);
     }
 
     #[test]
