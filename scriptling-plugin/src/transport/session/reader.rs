@@ -140,7 +140,10 @@ const READING_THREADS: usize = 3;
 /// A session's reading, shared by its reading threads (see the module docs
 /// and [`Baton`]).
 pub(crate) struct Reading<R> {
-    baton: Baton<Reader<R>>,
+    /// Boxed: the reading changes hands on every call run where it is read,
+    /// and a box moves as a pointer (the state itself would be copied, some
+    /// hundreds of bytes, three times a call).
+    baton: Baton<Box<Reader<R>>>,
     thread_name: &'static str,
     /// The input's waits keep deadlines: a call waiting on a callback may
     /// read its answer (see [`lent`]).
@@ -169,7 +172,9 @@ impl<R: Readable + 'static> Reading<R> {
             }
         }));
         let first = Arc::clone(&reading);
-        std::thread::Builder::new().name(thread_name.into()).spawn(move || first.serve(Some(reader), false))?;
+        std::thread::Builder::new()
+            .name(thread_name.into())
+            .spawn(move || first.serve(Some(Box::new(reader)), false))?;
         Ok(reading)
     }
 
@@ -186,7 +191,7 @@ impl<R: Readable + 'static> Reading<R> {
     /// waits or runs long: the calls read behind others go to the pool
     /// until one run here is quick again.
     /// A `fresh` thread was counted as waiting when it was reserved.
-    fn serve(self: Arc<Self>, mut held: Option<Reader<R>>, mut fresh: bool) {
+    fn serve(self: Arc<Self>, mut held: Option<Box<Reader<R>>>, mut fresh: bool) {
         writer::queue_only_on_this_thread();
         loop {
             let mut reader = match held.take() {
@@ -250,7 +255,7 @@ impl<R: Readable + 'static> Reading<R> {
     /// Puts the reading down at `now` (see [`Baton::put_down_at`]), wanted at once if
     /// requests await the host's answer, and watched for the stall time;
     /// hands it back if it cannot be.
-    fn put_down(self: &Arc<Self>, reader: Reader<R>, now: Instant) -> Option<Reader<R>> {
+    fn put_down(self: &Arc<Self>, reader: Box<Reader<R>>, now: Instant) -> Option<Box<Reader<R>>> {
         match self.baton.put_down_at(reader, now, |reader| reader.routes.outgoing.awaiting()) {
             Ok(true) => self.watch(pool::STALL),
             Ok(false) => {}
@@ -304,7 +309,7 @@ impl<R: Readable + 'static> Lends for Reading<R> {
 struct HeldReading<R: Readable + 'static> {
     reading: Arc<Reading<R>>,
     /// `None` once the reading has ended.
-    reader: Option<Reader<R>>,
+    reader: Option<Box<Reader<R>>>,
 }
 
 impl<R: Readable + 'static> Held for HeldReading<R> {
