@@ -7,8 +7,12 @@ use crate::rpc::{self, Frame, Message};
 use crate::value::{Value, codec};
 
 /// Decoding never panics; what decodes re-encodes, decodes to the same
-/// value, and encodes the same way again.
+/// value, and encodes the same way again; a value the scanner takes is what
+/// serde makes of it.
 pub fn value_round_trip(bytes: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        rpc::scanned_value_agrees(text);
+    }
     let Ok(value) = codec::decode::<Value>(bytes) else { return };
     let text = serde_json::to_vec(&value).expect("a decoded value always encodes");
     assert_eq!(codec::encode(&value).expect("encodes directly too"), text, "direct encoding is serde's");

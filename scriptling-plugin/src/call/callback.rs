@@ -10,8 +10,9 @@ use serde::Serialize;
 use crate::call::context::{self, CallScope};
 use crate::call::error::CallError;
 use crate::call::outgoing::{OutgoingError, Reply};
+use crate::rpc;
 use crate::value::convert::{FromValue, FromValueError, IntoValue, IntoValueError};
-use crate::value::{CallbackRef, Value, codec};
+use crate::value::{CallbackRef, Value};
 
 /// A host function received as an argument.
 ///
@@ -278,7 +279,7 @@ impl Callback {
 
     fn reply(&self, reply: Reply) -> Result<Returned<'_>, CallError> {
         let raw = reply.map_err(|e| self.failure(e))?;
-        let value: Value = codec::decode(raw.get().as_bytes())
+        let value = rpc::decode_value(raw.get())
             .map_err(|e| CallError::new(format!("{}: the host's answer is not a value: {e}", self.origin())))?;
         Ok(Returned { value, callback: self })
     }

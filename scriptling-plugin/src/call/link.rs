@@ -236,7 +236,9 @@ impl Link {
 }
 
 fn encode_request<P: Serialize + ?Sized>(id: u64, method: &str, params: &P) -> Result<Vec<u8>, OutgoingError> {
-    let mut frame = Vec::new();
+    // Room for a callback's or a log record's usual request: grown from
+    // nothing, the frame was reallocated five times over.
+    let mut frame = Vec::with_capacity(256);
     rpc::write_request(&mut frame, id, method, params)
         .map_err(|e| OutgoingError::Unsendable(format!("the request cannot be encoded: {e}")))?;
     Ok(frame)

@@ -249,6 +249,22 @@ fn meaning(frame: Frame<'_>) -> String {
     }
 }
 
+/// A value the host sent (a callback's result), decoded by the scanner when
+/// it is in the usual shape (`scan.rs`), else by serde; the two agree (the
+/// `codec` fuzz target checks it on every input).
+pub(crate) fn decode_value(text: &str) -> serde_json::Result<Value> {
+    scan::value(text).map_or_else(|| codec::decode_str(text), Ok)
+}
+
+/// Whether the scanner took `text` as a value alone; panics if serde makes
+/// something else of it.
+#[cfg(any(fuzzing, test))]
+pub(crate) fn scanned_value_agrees(text: &str) -> bool {
+    let Some(scanned) = scan::value(text) else { return false };
+    assert_eq!(codec::decode_str::<Value>(text).ok(), Some(scanned), "{text}");
+    true
+}
+
 /// [`parse_text`] for a line a session read: a call on a short line has its
 /// params decoded in the same pass, by a scanner when it is in the shape a
 /// host usually writes (`scan.rs`), else by serde (`onepass.rs`), and means
@@ -564,21 +580,23 @@ fn cannot_send(label: &impl fmt::Display, error: &serde_json::Error) -> RpcError
     RpcError::application(format!("{label}: cannot send the result: {error}"))
 }
 
-/// Writes a request frame for one of the plugin's own calls into `out`.
+/// Writes a request frame for one of the plugin's own calls into `out`. The
+/// envelope's keys are written as they are: serialised field by field, a
+/// callback's envelope cost serde as much as its params did.
 pub(crate) fn write_request<P: Serialize + ?Sized>(
     out: &mut Vec<u8>,
     id: u64,
     method: &str,
     params: &P,
 ) -> serde_json::Result<()> {
-    #[derive(Serialize)]
-    struct Outgoing<'a, P: ?Sized> {
-        jsonrpc: &'static str,
-        id: u64,
-        method: &'a str,
-        params: &'a P,
-    }
-    serde_json::to_writer(&mut *out, &Outgoing { jsonrpc: "2.0", id, method, params })
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut *out, &id)?;
+    out.extend_from_slice(br#","method":"#);
+    serde_json::to_writer(&mut *out, method)?;
+    out.extend_from_slice(br#","params":"#);
+    serde_json::to_writer(&mut *out, params)?;
+    out.push(b'}');
+    Ok(())
 }
 
 #[cfg(test)]
@@ -590,6 +608,21 @@ mod tests {
             Frame::Single(m) => m,
             Frame::Batch(_) => panic!("batch"),
         }
+    }
+
+    #[test]
+    fn the_plugins_requests_are_written_as_one_object_keys_in_the_usual_order() {
+        let mut out = Vec::new();
+        let params = serde_json::json!({"id": "cb-\"1", "args": [1]});
+        write_request(&mut out, u64::MAX, "callback.call", &params).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"callback.call","params":{"args":[1],"id":"cb-\"1"}}"#
+        );
+        // Params serde cannot write are an error, not a broken frame sent.
+        let mut keyed = std::collections::HashMap::new();
+        keyed.insert(vec![1u8], 1);
+        assert!(write_request(&mut Vec::new(), 1, "host.log", &keyed).is_err());
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! The call line a host writes nearly every time, read by a scanner of its
-//! own instead of serde: `{"jsonrpc":"2.0","id":7,"method":"function.call",
-//! "params":{"name":"greet","args":[{"type":"string","value":"Ada"}]}}`,
-//! keys in that order, no white space, and arguments that are strings
-//! without escapes, integers, booleans or nulls.
+//! The lines a host writes nearly every time, read by a scanner of its own
+//! instead of serde: the call line `{"jsonrpc":"2.0","id":7,"method":
+//! "function.call","params":{"name":"greet","args":[{"type":"string",
+//! "value":"Ada"}]}}`, keys in that order, no white space, and arguments
+//! that are strings without escapes, integers, booleans, nulls or
+//! callbacks; and the answer to one of the plugin's own requests,
+//! `{"jsonrpc":"2.0","id":3,"result":{"type":"int","value":0}}`, whose
+//! result serde only checks and keeps raw, as the general parse does.
 //!
 //! serde's generic layers cost such a line several times what a scan of
 //! its one shape does, in instructions and in instruction cache, on the
@@ -17,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
-use super::{CallParams, Frame, Message, Method, Params, Request};
-use crate::value::Value;
+use super::{CallParams, Frame, Message, Method, Params, Request, Response};
+use crate::value::{CallbackRef, Value};
 
 /// `text` scanned if it is a call line in the usual shape; `None` leaves it
 /// to the serde parses.
@@ -29,6 +32,9 @@ pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     let mut scan = Scanner { text, at: 0 };
     scan.literal(r#"{"jsonrpc":"2.0","id":"#)?;
     let id = scan.id()?;
+    if scan.literal(r#","result":"#).is_some() {
+        return scan.answer(id);
+    }
     scan.literal(r#","method":"#)?;
     let method = scan.string()?;
     if !Method::parse(method).is_call() {
@@ -44,6 +50,15 @@ pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     // above): serde makes the borrowed raw value of it the request keeps.
     let id = serde_json::from_str::<&RawValue>(id).ok()?;
     Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Decoded(Box::new(params)) })))
+}
+
+/// `text` scanned if it is a value alone in the shape the call scanner takes
+/// (a string without escapes, an integer, a boolean, a null or a callback);
+/// `None` leaves it to serde.
+pub(super) fn value(text: &str) -> Option<Value> {
+    let mut scan = Scanner { text, at: 0 };
+    let value = scan.value()?;
+    (scan.at == text.len()).then_some(value)
 }
 
 /// A position in the line. Each method consumes what it matched; `None`
@@ -120,6 +135,21 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// The rest of an answer after `"result":`: one JSON value, then the
+    /// closing brace. serde checks the value (one, nested within its limit,
+    /// nothing after it) and borrows it raw, as the general parse does; white
+    /// space around it, which that parse would leave out, is not taken.
+    fn answer(self, id: &'a str) -> Option<Frame<'a>> {
+        let result = self.text[self.at..].strip_suffix('}')?;
+        let edges = [result.as_bytes().first(), result.as_bytes().last()];
+        if edges.iter().any(|b| b.is_none_or(u8::is_ascii_whitespace)) {
+            return None;
+        }
+        let result = serde_json::from_str::<&RawValue>(result).ok()?;
+        let id = serde_json::from_str::<&RawValue>(id).ok()?;
+        Some(Frame::Single(Message::Response(Response { id: Some(id), outcome: Ok(result) })))
+    }
+
     /// `open`, then items separated by commas, then `close`: `item` reads
     /// each one.
     fn sequence(&mut self, open: &str, close: &str, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
@@ -174,13 +204,17 @@ impl<'a> Scanner<'a> {
         Some(params)
     }
 
-    /// A scalar value in the wire shape, `type` first.
+    /// A scalar or callback value in the wire shape, `type` first.
     fn value(&mut self) -> Option<Value> {
         self.literal(r#"{"type":"#)?;
         let tag = self.string()?;
-        if tag == "null" {
-            self.literal("}")?;
-            return Some(Value::Null);
+        match tag {
+            "null" => {
+                self.literal("}")?;
+                return Some(Value::Null);
+            }
+            "callback" => return self.callback(),
+            _ => {}
         }
         self.literal(r#","value":"#)?;
         let value = match tag {
@@ -192,6 +226,14 @@ impl<'a> Scanner<'a> {
         };
         self.literal("}")?;
         Some(value)
+    }
+
+    /// The rest of a callback value after its tag: `{"id":"cb-1"}}`.
+    fn callback(&mut self) -> Option<Value> {
+        self.literal(r#","callback":{"id":"#)?;
+        let id = self.string()?.to_owned();
+        self.literal("}}")?;
+        Some(Value::Callback(CallbackRef::new(id)))
     }
 }
 
@@ -210,6 +252,11 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":9,"method":"object.new","params":{"class":"C","args":[],"kwargs":{}}}"#,
             r#"{"jsonrpc":"2.0","id":9,"method":"object.call_method","params":{"object_id":"o","method":"m","args":[{"type":"int","value":-12},{"type":"bool","value":true},{"type":"null"},{"type":"bool","value":false},{"type":"int","value":9223372036854775807}],"kwargs":{"b":{"type":"string","value":""},"a":{"type":"int","value":0},"b":{"type":"null"}}}}"#,
             r#"{"jsonrpc":"2.0","id":3,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"héllo ✓"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"function.call","params":{"name":"ping_back","args":[{"type":"callback","callback":{"id":"cb-1"}},{"type":"int","value":4}]}}"#,
+            // Answers to the plugin's own requests, whatever their result.
+            r#"{"jsonrpc":"2.0","id":3,"result":{"type":"int","value":0}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","result":null}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{"type":"list","items":[{"type":"float","value":1.5}, {"type":"string","value":"a\n}"}]}}"#,
         ] {
             assert!(agrees_with_general(line, parse(line)), "not taken: {line}");
         }
@@ -222,6 +269,33 @@ mod tests {
         let Params::Decoded(params) = request.params else { panic!("not decoded") };
         assert_eq!(params.name.as_deref(), Some("greet"));
         assert_eq!(params.args, Some(vec![Value::String("Ada".into())]));
+    }
+
+    #[test]
+    fn a_value_alone_is_scanned_in_the_usual_shape_and_means_what_serde_says() {
+        use crate::rpc::scanned_value_agrees;
+        for text in [
+            r#"{"type":"int","value":-3}"#,
+            r#"{"type":"string","value":"Ada"}"#,
+            r#"{"type":"bool","value":false}"#,
+            r#"{"type":"null"}"#,
+            r#"{"type":"callback","callback":{"id":"cb-2"}}"#,
+        ] {
+            assert!(scanned_value_agrees(text), "not taken: {text}");
+        }
+        assert_eq!(value(r#"{"type":"int","value":7}"#), Some(Value::Int(7)));
+        for text in [
+            r#"{"type":"int","value":7} "#,
+            r#"{"type":"int","value":7}{"#,
+            r#" {"type":"int","value":7}"#,
+            r#"{"type":"float","value":7.5}"#,
+            r#"{"type":"list","items":[]}"#,
+            r#"{"type":"string","value":"a\u0062"}"#,
+            "7",
+            "",
+        ] {
+            assert!(!scanned_value_agrees(text), "{text}");
+        }
     }
 
     #[test]
@@ -246,7 +320,19 @@ mod tests {
             // Values other than plain scalars, an escape, a value before its type.
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"float","value":1.5}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"list","items":[]}]}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"callback","callback":{"id":"cb-1"}}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"callback","callback":{"id":"cb-1","x":1}}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"callback","callback":{"id":"cb\u0031"}}]}}"#,
+            // Answers with more than one result, anything after it, white
+            // space around it, an error, or a result that is not JSON.
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result": 1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1 }"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":[1,}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"a\nb"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"value":"a","type":"string"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":1}]}}"#,
