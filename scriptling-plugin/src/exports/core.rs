@@ -1,12 +1,13 @@
 //! [`Core`]: a validated plugin, immutable while it is served, and the
 //! [`Options`] that tune its serving.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::call::link::Waits;
 use crate::exports::class::ClassEntry;
 use crate::exports::function::Function;
+use crate::exports::schema;
 use crate::support::NameMap;
 
 /// Tunables of serving; each has a `Plugin` setter documenting it.
@@ -62,11 +63,38 @@ pub(crate) struct Core {
     pub(crate) class_list: String,
     /// The serialised handshake result.
     pub(crate) handshake: Vec<u8>,
-    /// The serialised answer to `hello`.
-    pub(crate) hello: Vec<u8>,
-    /// The serialised answer to `tools/list`.
-    pub(crate) tools: Vec<u8>,
-    /// The serialised answer to the built-in `ping` tool.
-    pub(crate) ping_tool: Vec<u8>,
+    /// The library version, for the bridge's answers.
+    pub(crate) version: String,
+    /// The exported functions' names, in registration order (that of
+    /// `tools/list`).
+    pub(crate) exported: Vec<String>,
+    /// The Supex bridge's fixed answers, made when first asked for: a
+    /// plugin a Scriptling host starts never is, and making them cost its
+    /// start-up about a quarter of `Plugin::build`'s work.
+    pub(crate) bridge: OnceLock<BridgeAnswers>,
     pub(crate) options: Options,
+}
+
+/// The serialised answers to the Supex bridge's fixed requests.
+pub(crate) struct BridgeAnswers {
+    /// To `hello`.
+    pub(crate) hello: Vec<u8>,
+    /// To `tools/list`.
+    pub(crate) tools: Vec<u8>,
+    /// To the built-in `ping` tool.
+    pub(crate) ping_tool: Vec<u8>,
+}
+
+impl Core {
+    /// The bridge's fixed answers (made on first use).
+    pub(crate) fn bridge(&self) -> &BridgeAnswers {
+        self.bridge.get_or_init(|| {
+            let exported: Vec<&Function> = self.exported.iter().filter_map(|name| self.functions.get(name)).collect();
+            BridgeAnswers {
+                hello: schema::hello(&self.library, &self.version),
+                tools: schema::tools(&exported),
+                ping_tool: schema::ping_tool(&self.library, &self.version),
+            }
+        })
+    }
 }

@@ -3,7 +3,7 @@
 //! transports, in `transport/mod.rs`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::exports::class::{Class, ClassEntry, ClassSchemaOwned, PluginClassMethods};
@@ -491,9 +491,7 @@ impl Plugin {
         };
         let handshake = serde_json::to_vec(&handshake)
             .map_err(|e| ServeError::Invalid(vec![DefinitionError::Handshake(e.to_string())]))?;
-        let hello = schema::hello(&self.name, &self.version);
-        let tools = schema::tools(&exported);
-        let ping_tool = schema::ping_tool(&self.name, &self.version);
+        let exported_names = exported.iter().map(|f| f.get_name().to_owned()).collect();
         let function_list = sorted_names(exported.iter().map(|f| f.get_name()));
         let class_list = sorted_names(entries.iter().map(|c| c.name()));
         Ok(Core {
@@ -504,9 +502,9 @@ impl Plugin {
             class_list,
             functions: self.functions.into_iter().map(|f| (f.get_name().to_owned(), f)).collect(),
             handshake,
-            hello,
-            tools,
-            ping_tool,
+            version: self.version,
+            exported: exported_names,
+            bridge: OnceLock::new(),
             options: self.options,
         })
     }
@@ -667,6 +665,28 @@ mod tests {
                 "constant \"big\" cannot be sent: the u64 18446744073709551615 does not fit in a Scriptling int (64-bit signed)",
             ]
         );
+    }
+
+    #[test]
+    fn the_bridges_answers_are_made_when_first_asked_for_in_registration_order() {
+        let core = Plugin::new("hello", "1.2.3", "")
+            .add_function(noop("zeta").description("Last letter."))
+            .add_function(noop("alpha"))
+            .build()
+            .ok()
+            .unwrap();
+        assert!(core.bridge.get().is_none(), "a stdio plugin never makes them");
+        let bridge = core.bridge();
+        let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+        assert_eq!(
+            text(&bridge.tools),
+            r#"{"tools":[{"name":"zeta","description":"Last letter.","parameters":[]},{"name":"alpha","description":"","parameters":[]}]}"#
+        );
+        assert_eq!(
+            text(&bridge.hello),
+            r#"{"success":true,"message":"Client identified","server":{"name":"hello","version":"1.2.3"}}"#
+        );
+        assert!(text(&bridge.ping_tool).contains(r#""message":"hello 1.2.3 is serving this connection""#));
     }
 
     #[test]

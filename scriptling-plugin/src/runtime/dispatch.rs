@@ -220,8 +220,8 @@ impl Dispatcher {
                 Ok(self.core.handshake.clone().into())
             }
             Method::Ping => ready(br#"{"status":"ok"}"#),
-            Method::Hello => Ok(self.core.hello.clone().into()),
-            Method::ToolsList => Ok(self.core.tools.clone().into()),
+            Method::Hello => Ok(self.core.bridge().hello.clone().into()),
+            Method::ToolsList => Ok(self.core.bridge().tools.clone().into()),
             Method::ToolsCall => match request.params {
                 params @ Payload::InFrame(..) => {
                     return Some(self.decode_job(request.method, params, owner, done));
@@ -329,7 +329,7 @@ impl Dispatcher {
             // The Supex runtime's health check, which its driver's `status`
             // calls as a tool: built in, unless the plugin has its own.
             if name == "ping" {
-                return done.send(Ok(self.core.ping_tool.clone().into()));
+                return done.send(Ok(self.core.bridge().ping_tool.clone().into()));
             }
             let message = format!("unknown tool {name} (available: {})", self.core.function_list);
             return done.send(Err(RpcError::new(ErrorCode::InvalidParams, message)));
