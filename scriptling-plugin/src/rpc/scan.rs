@@ -5,7 +5,9 @@
 //! that are strings without escapes, integers, booleans, nulls or
 //! callbacks; and the answer to one of the plugin's own requests,
 //! `{"jsonrpc":"2.0","id":3,"result":{"type":"int","value":0}}`, whose
-//! result serde only checks and keeps raw, as the general parse does.
+//! result serde only checks and keeps raw, as the general parse does; and,
+//! in the same shape, requests that are not calls (the handshake,
+//! `plugin.shutdown`), their params kept raw.
 //!
 //! serde's generic layers cost such a line several times what a scan of
 //! its one shape does, in instructions and in instruction cache, on the
@@ -38,7 +40,7 @@ pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     scan.literal(r#","method":"#)?;
     let method = scan.string()?;
     if !Method::parse(method).is_call() {
-        return None;
+        return scan.other_request(id, method);
     }
     scan.literal(r#","params":"#)?;
     let params = scan.params()?;
@@ -59,6 +61,17 @@ pub(super) fn value(text: &str) -> Option<Value> {
     let mut scan = Scanner { text, at: 0 };
     let value = scan.value()?;
     (scan.at == text.len()).then_some(value)
+}
+
+/// `text` borrowed raw if it is one JSON value (serde checks it: one value,
+/// nested within its limit, nothing after it) with no white space around
+/// it, which the general parse would leave out of the raw value.
+fn raw(text: &str) -> Option<&RawValue> {
+    let edges = [text.as_bytes().first(), text.as_bytes().last()];
+    if edges.iter().any(|b| b.is_none_or(u8::is_ascii_whitespace)) {
+        return None;
+    }
+    serde_json::from_str::<&RawValue>(text).ok()
 }
 
 /// A position in the line. Each method consumes what it matched; `None`
@@ -140,14 +153,23 @@ impl<'a> Scanner<'a> {
     /// nothing after it) and borrows it raw, as the general parse does; white
     /// space around it, which that parse would leave out, is not taken.
     fn answer(self, id: &'a str) -> Option<Frame<'a>> {
-        let result = self.text[self.at..].strip_suffix('}')?;
-        let edges = [result.as_bytes().first(), result.as_bytes().last()];
-        if edges.iter().any(|b| b.is_none_or(u8::is_ascii_whitespace)) {
-            return None;
-        }
-        let result = serde_json::from_str::<&RawValue>(result).ok()?;
+        let result = raw(self.text[self.at..].strip_suffix('}')?)?;
         let id = serde_json::from_str::<&RawValue>(id).ok()?;
         Some(Frame::Single(Message::Response(Response { id: Some(id), outcome: Ok(result) })))
+    }
+
+    /// The rest of a request whose params are not a call's (the handshake,
+    /// `plugin.shutdown`): none, or one JSON value, kept raw as the general
+    /// parse keeps them (`null` as none), for whoever serves it to decode.
+    fn other_request(self, id: &'a str, method: &'a str) -> Option<Frame<'a>> {
+        let rest = &self.text[self.at..];
+        let params = match rest.strip_prefix(r#","params":"#) {
+            Some(params) => Some(raw(params.strip_suffix('}')?)?).filter(|params| params.get() != "null"),
+            None if rest == "}" => None,
+            None => return None,
+        };
+        let id = serde_json::from_str::<&RawValue>(id).ok()?;
+        Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Raw(params) })))
     }
 
     /// `open`, then items separated by commas, then `close`: `item` reads
@@ -256,6 +278,12 @@ mod tests {
             // Answers to the plugin's own requests, whatever their result.
             r#"{"jsonrpc":"2.0","id":3,"result":{"type":"int","value":0}}"#,
             r#"{"jsonrpc":"2.0","id":"x","result":null}"#,
+            // Requests that are not calls, their params raw.
+            r#"{"jsonrpc":"2.0","id":1,"method":"scriptling.handshake","params":{"protocol":"1.0","host":"scriptling","host_version":"dev","transports":["json"],"capabilities":["remote_objects"]}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"plugin.shutdown","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1, 2]}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"no.such.method","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":5,"result":{"type":"list","items":[{"type":"float","value":1.5}, {"type":"string","value":"a\n}"}]}}"#,
         ] {
             assert!(agrees_with_general(line, parse(line)), "not taken: {line}");
@@ -301,8 +329,7 @@ mod tests {
     #[test]
     fn anything_else_is_left_to_the_serde_parses() {
         for line in [
-            // Not a call, a key out of place or twice, white space, more after.
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            // A key out of place or twice, white space, more after.
             r#"{"id":1,"jsonrpc":"2.0","method":"function.call","params":{"name":"f"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","name":"g"}}"#,
@@ -333,6 +360,13 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":[1,}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#,
+            // A request that is not a call with anything but params, or
+            // params that are not one value.
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","x":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":1,"params":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params": {}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":"a\nb"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"value":"a","type":"string"}]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"function.call","params":{"name":"f","args":[{"type":"string","value":1}]}}"#,

@@ -337,7 +337,9 @@ pub(crate) fn answer_early_handshake<R: Read>(core: &Core, lines: &mut LineReade
         return false;
     }
     let Ok(text) = std::str::from_utf8(line) else { return false };
-    let Parsed::Single(Message::Request(request)) = rpc::parse_text(text, 1) else { return false };
+    // The host's usual handshake line is scanned (`rpc/scan.rs`): serde's
+    // general parse is code a session may never run again, paid for cold.
+    let Parsed::Single(Message::Request(request)) = rpc::parse_line(text, 1) else { return false };
     let Some(id) = request.id.filter(|_| request.method == Method::Handshake.name()) else { return false };
     let mut answer = Vec::with_capacity(core.handshake.len() + 64);
     rpc::write_result(&mut answer, id, &core.handshake);
