@@ -239,11 +239,17 @@ fn meaning(frame: Frame<'_>) -> String {
     let Frame::Single(message) = frame else { return "a batch".into() };
     match message {
         Message::Request(Request { id, method, params }) => {
+            // A request that is not a call keeps its params raw either way:
+            // their text must agree, not only what a call would make of it.
+            let raw = match &params {
+                Params::Raw(raw) if !Method::parse(method).is_call() => raw.map(RawValue::get),
+                _ => None,
+            };
             let params = match params {
                 Params::Decoded(params) => Some(Ok(*params)),
                 Params::Raw(raw) => raw.map(|raw| codec::decode_str::<CallParams>(raw.get()).map_err(drop)),
             };
-            format!("request {:?} {method} {params:?}", id.map(RawValue::get))
+            format!("request {:?} {method} {params:?} {raw:?}", id.map(RawValue::get))
         }
         other => format!("{other:?}"),
     }

@@ -13,10 +13,11 @@
 //! its one shape does, in instructions and in instruction cache, on the
 //! thread that is the bottleneck of pipelined calls (ARCHITECTURE.md,
 //! "Speed tricks", has the figures). Anything else, however valid (a
-//! float, a nested value, a callback, an escape, a key out of place, a
-//! number that does not fit), is left to the serde parses, which take what
-//! this takes and make the same of it: the `envelope` fuzz target checks
-//! that on every input, as it does for [`super::onepass`].
+//! float or a nested value among a call's arguments, an escape, a key out
+//! of place, white space, a number that does not fit), is left to the serde
+//! parses, which take what this takes and make the same of it: the
+//! `envelope` fuzz target checks that on every input, as it does for
+//! [`super::onepass`], and the `codec` target for a value alone.
 
 use std::collections::BTreeMap;
 
@@ -25,8 +26,8 @@ use serde_json::value::RawValue;
 use super::{CallParams, Frame, Message, Method, Params, Request, Response};
 use crate::value::{CallbackRef, Value};
 
-/// `text` scanned if it is a call line in the usual shape; `None` leaves it
-/// to the serde parses.
+/// `text` scanned if it is a line in the usual shape (a call, another
+/// request, an answer); `None` leaves it to the serde parses.
 pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     if text.len() > super::ONE_PASS_MAX {
         return None;
@@ -64,8 +65,8 @@ pub(super) fn value(text: &str) -> Option<Value> {
 }
 
 /// `text` borrowed raw if it is one JSON value (serde checks it: one value,
-/// nested within its limit, nothing after it) with no white space around
-/// it, which the general parse would leave out of the raw value.
+/// nothing after it) with no white space around it, which the general
+/// parse would leave out of the raw value.
 fn raw(text: &str) -> Option<&RawValue> {
     let edges = [text.as_bytes().first(), text.as_bytes().last()];
     if edges.iter().any(|b| b.is_none_or(u8::is_ascii_whitespace)) {
@@ -148,10 +149,8 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The rest of an answer after `"result":`: one JSON value, then the
-    /// closing brace. serde checks the value (one, nested within its limit,
-    /// nothing after it) and borrows it raw, as the general parse does; white
-    /// space around it, which that parse would leave out, is not taken.
+    /// The rest of an answer after `"result":`: one JSON value ([`raw`]),
+    /// then the closing brace.
     fn answer(self, id: &'a str) -> Option<Frame<'a>> {
         let result = raw(self.text[self.at..].strip_suffix('}')?)?;
         let id = serde_json::from_str::<&RawValue>(id).ok()?;

@@ -461,8 +461,9 @@ impl FrameWriter {
     /// end of it.
     fn run(&self) {
         self.write_until_halted();
-        // Senders write only while the stream is open: one that still
-        // writes holds the lock, and is waited for.
+        // A sender that found the stream open may still be writing, or
+        // about to: it holds the lock and is waited for, or writes to the
+        // sink (its frame was counted undelivered when the stream closed).
         drop(mem::replace(&mut *lock(&self.out), Box::new(io::sink())));
     }
 
@@ -557,6 +558,9 @@ impl FrameWriter {
         state.stop_writing(Status::Failed);
         state.writing = Undelivered::default();
         self.progress.notify_all();
+        // The writer thread ends, and lets the stream go, when a sender's
+        // own write failed too.
+        self.work.notify_all();
         drop(state);
         (self.on_failure)(error);
     }
