@@ -251,7 +251,9 @@ pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The median of `values` (the upper one of an even count); `None` if
+/// there are none.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

@@ -68,7 +68,8 @@ use std::process::ExitCode;
 
 use scriptling_plugin_bench::host::{figures as host_figures, scriptling_host};
 use scriptling_plugin_bench::measure::{
-    Figure, Figures, Sizes, http_load, measure, raise_file_limit, slow_connections, spawn_interleaved,
+    Figure, Figures, Sizes, http_load, measure, median, percentile, raise_file_limit, slow_connections,
+    spawn_interleaved,
 };
 
 struct Args {
@@ -151,9 +152,8 @@ fn print_one(figures: &Figures, json: bool) {
 fn medians(runs: &[Figures]) -> Figures {
     let mut out = runs[0].clone();
     for f in &mut out.0 {
-        let mut values: Vec<f64> = runs.iter().filter_map(|r| r.get(f.key)).collect();
-        values.sort_by(f64::total_cmp);
-        f.value = (values.len() == runs.len()).then(|| values[values.len() / 2]);
+        let values: Vec<f64> = runs.iter().filter_map(|r| r.get(f.key)).collect();
+        f.value = if values.len() == runs.len() { median(values) } else { None };
     }
     out
 }
@@ -395,19 +395,15 @@ fn http(args: &Args) -> ExitCode {
             }
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        (v.len() == run_count).then(|| v[v.len() / 2])
-    };
+    let of_every_run = |v: &[f64]| if v.len() == run_count { median(v.to_vec()) } else { None };
     let mut figures = Figures::default();
     for (s, (suffix, _)) in shapes.iter().enumerate() {
         for (l, (_, name)) in loads.iter().enumerate() {
             let (rates, p99s) = samples.get(&(s, l)).cloned().unwrap_or_default();
             let rate_key: &'static str = Box::leak(format!("http_{name}{suffix}_req_per_s").into_boxed_str());
             let p99_key: &'static str = Box::leak(format!("http_{name}{suffix}_p99_us").into_boxed_str());
-            figures.0.push(Figure { key: rate_key, unit: "req/s", value: median(&rates) });
-            figures.0.push(Figure { key: p99_key, unit: "µs", value: median(&p99s) });
+            figures.0.push(Figure { key: rate_key, unit: "req/s", value: of_every_run(&rates) });
+            figures.0.push(Figure { key: p99_key, unit: "µs", value: of_every_run(&p99s) });
         }
     }
     let _ = child.kill();
@@ -428,7 +424,6 @@ fn http(args: &Args) -> ExitCode {
 /// Each plugin's median pipelined calls/s over its rounds, its quartiles,
 /// and its median's ratio to the first plugin's.
 fn print_pipeline_medians(plugins: &[PathBuf], mut rates: Vec<Vec<f64>>) {
-    use scriptling_plugin_bench::measure::percentile;
     rates.iter_mut().for_each(|r| r.sort_by(f64::total_cmp));
     let first = rates.first().filter(|r| !r.is_empty()).map(|r| percentile(r, 0.5));
     println!("{:<40} {:>12} {:>12} {:>12} {:>7}", "median of rounds", "calls/s", "q1", "q3", "/first");

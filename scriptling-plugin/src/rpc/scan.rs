@@ -49,9 +49,6 @@ pub(super) fn parse(text: &str) -> Option<Frame<'_>> {
     if scan.at != text.len() {
         return None;
     }
-    // The id's text is a number or a string as JSON writes them (checked
-    // above): serde makes the borrowed raw value of it the request keeps.
-    let id = serde_json::from_str::<&RawValue>(id).ok()?;
     Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Decoded(Box::new(params)) })))
 }
 
@@ -112,15 +109,17 @@ impl<'a> Scanner<'a> {
         Some(&self.text[start..start + len])
     }
 
-    /// A request id: a string without escapes, or an integer; its text.
-    fn id(&mut self) -> Option<&'a str> {
+    /// A request id: a string without escapes, or an integer; borrowed raw
+    /// as the general parse keeps it (its text is checked here, as JSON
+    /// writes it: serde only wraps it).
+    fn id(&mut self) -> Option<&'a RawValue> {
         let start = self.at;
         if self.peek() == Some(b'"') {
             self.string()?;
         } else {
             self.integer()?;
         }
-        Some(&self.text[start..self.at])
+        serde_json::from_str(&self.text[start..self.at]).ok()
     }
 
     /// An integer as JSON writes one (no leading zeros, no fraction or
@@ -151,23 +150,21 @@ impl<'a> Scanner<'a> {
 
     /// The rest of an answer after `"result":`: one JSON value ([`raw`]),
     /// then the closing brace.
-    fn answer(self, id: &'a str) -> Option<Frame<'a>> {
+    fn answer(self, id: &'a RawValue) -> Option<Frame<'a>> {
         let result = raw(self.text[self.at..].strip_suffix('}')?)?;
-        let id = serde_json::from_str::<&RawValue>(id).ok()?;
         Some(Frame::Single(Message::Response(Response { id: Some(id), outcome: Ok(result) })))
     }
 
     /// The rest of a request whose params are not a call's (the handshake,
     /// `plugin.shutdown`): none, or one JSON value, kept raw as the general
     /// parse keeps them (`null` as none), for whoever serves it to decode.
-    fn other_request(self, id: &'a str, method: &'a str) -> Option<Frame<'a>> {
+    fn other_request(self, id: &'a RawValue, method: &'a str) -> Option<Frame<'a>> {
         let rest = &self.text[self.at..];
         let params = match rest.strip_prefix(r#","params":"#) {
             Some(params) => Some(raw(params.strip_suffix('}')?)?).filter(|params| params.get() != "null"),
             None if rest == "}" => None,
             None => return None,
         };
-        let id = serde_json::from_str::<&RawValue>(id).ok()?;
         Some(Frame::Single(Message::Request(Request { id: Some(id), method, params: Params::Raw(params) })))
     }
 

@@ -303,18 +303,15 @@ impl StopEvents {
         if ACTIVE.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let mut made = false;
-        let made_now = || {
-            made = true;
-            Channel::new()
-        };
-        let Some(channel) = CHANNEL.get_or_init(made_now).as_ref() else {
+        // Only an earlier serve's channel can hold bytes (its drain is three
+        // system calls at every plugin's start, before its handshake
+        // answer). `ACTIVE` keeps another serve from making it meanwhile.
+        let earlier = CHANNEL.get().is_some();
+        let Some(channel) = CHANNEL.get_or_init(Channel::new).as_ref() else {
             ACTIVE.store(false, Ordering::Release);
             return None;
         };
-        // Only an earlier serve's channel can hold bytes (three system
-        // calls at every plugin's start, before its handshake answer).
-        if !made {
+        if earlier {
             channel.drain();
         }
         QUIT.store(false, Ordering::Release);
